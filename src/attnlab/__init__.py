@@ -1,0 +1,8 @@
+"""attnlab: self-attention, complete and exact, and a lab to train and compare it."""
+
+from . import functional, masks
+from .attention import AttentionOutput, KVCache, MultiHeadAttention
+from .functional import attend
+
+__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache", "attend", "functional", "masks"]
+__version__ = "0.1.0"

@@ -1,0 +1,265 @@
+"""``MultiHeadAttention``: projections and heads around a swappable attention kernel.
+
+The layer owns the query / key / value / output projections, splits ``dim`` into ``heads``
+heads, applies a positional encoding where it acts, and hands the projected ``q, k, v`` to a
+backend (:mod:`attnlab.backends`) or to an efficient approximate kernel.
+
+Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions, ``h`` heads,
+``d`` head dim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .backends import BACKENDS, Problem, run_backend
+from .functional import NORMALIZATIONS, get_normalize, make_score
+from .masks import Mask, check_mask_tensor
+from .positional.base import PositionalEncoding
+
+__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache"]
+
+
+class AttentionOutput(NamedTuple):
+    out: Tensor  # (b, n, dim)
+    weights: Tensor | None  # (b, h, i, j) when need_weights
+    backend: str  # the kernel that ran
+
+
+@dataclass
+class KVCache:
+    """Keys and values of earlier steps, for incremental decoding.
+
+    Self-attention appends each step's keys and values; cross-attention fills the cache from the
+    context once and reuses it.
+    """
+
+    k: Tensor | None = None  # (b, h, j, d)
+    v: Tensor | None = None  # (b, h, j, d)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+
+def _check_sequence(t: Tensor, name: str, dim: int) -> None:
+    if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != dim:
+        got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+        raise ValueError(f"{name}: expected shape (batch, seq, {dim}), got {got}")
+    if t.shape[1] == 0:
+        raise ValueError(f"{name}: empty sequence (shape {tuple(t.shape)}); need seq >= 1")
+
+
+class MultiHeadAttention(nn.Module):
+    r"""Multi-head attention, batch first, exact on every backend.
+
+    .. math::
+        \mathrm{head}_h = \mathrm{attend}(x W^Q_h, c W^K_h, c W^V_h), \qquad
+        \mathrm{out} = [\mathrm{head}_1; \dots; \mathrm{head}_H] W^O,
+
+    with ``c = x`` (self-attention) or ``c = context`` (cross-attention).
+
+    Args:
+        dim: model width; input last dimension and output width.
+        heads: number of heads; must divide ``dim``.
+        score: ``"scaled_dot"`` (default), ``"dot"`` or ``"additive"``
+            (see :data:`attnlab.functional.SCORES`).
+        normalize: ``"softmax"`` (default), ``"relu"``, ``"sigmoid"`` or ``"none"``.
+        dropout: dropout on the attention weights during training.
+        bias: whether the projections have biases.
+        context_dim: width of ``context`` for cross-attention (default ``dim``).
+        backend: ``"auto"`` (default), ``"reference"``, ``"sdpa"``, ``"flex"`` or ``"chunked"``.
+        kernel: an efficient approximate attention kernel (module or registered name) that
+            replaces the exact maths; ``kernel_options`` are passed to its constructor.
+
+    Shapes:
+        - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``
+        - mask: boolean broadcastable to ``(b, h, n, m)``, True = may attend, or a
+          :class:`~attnlab.masks.Mask`
+        - out: ``(b, n, dim)``; weights: ``(b, h, n, m)``
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        *,
+        score: str = "scaled_dot",
+        normalize: str = "softmax",
+        dropout: float = 0.0,
+        bias: bool = True,
+        context_dim: int | None = None,
+        backend: str = "auto",
+        kernel: str | nn.Module | None = None,
+        **kernel_options: Any,
+    ) -> None:
+        super().__init__()
+        if not isinstance(dim, int) or dim <= 0:
+            raise ValueError(f"dim must be a positive int, got {dim!r}")
+        if not isinstance(heads, int) or heads <= 0 or dim % heads:
+            raise ValueError(f"heads must be a positive divisor of dim={dim}, got heads={heads!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if backend != "auto":
+            BACKENDS.get(backend)  # unknown names list the valid ones
+        NORMALIZATIONS.get(normalize)
+        if kernel_options and kernel is None:
+            raise ValueError(
+                f"options {sorted(kernel_options)} are kernel options; pass kernel=NAME with them"
+            )
+        self.dim, self.heads, self.head_dim = dim, heads, dim // heads
+        self.context_dim = context_dim or dim
+        self.dropout, self.backend = dropout, backend
+        self.score = make_score(score, head_dim=self.head_dim, heads=heads)
+        self.normalize = get_normalize(normalize)
+        self.q_proj = nn.Linear(dim, dim, bias=bias)
+        self.kv_proj = nn.Linear(self.context_dim, 2 * dim, bias=bias)  # [keys; values]
+        self.out_proj = nn.Linear(dim, dim, bias=bias)
+        self.kernel = None
+        if kernel is not None:
+            if score != "scaled_dot" or normalize != "softmax" or backend != "auto":
+                raise ValueError(
+                    "kernel= replaces the exact attention maths; leave score, normalize and "
+                    "backend at their defaults when you choose a kernel"
+                )
+            self.kernel = self._build_kernel(kernel, kernel_options)
+
+    def _build_kernel(self, kernel: str | nn.Module, options: dict[str, Any]) -> nn.Module:
+        if isinstance(kernel, nn.Module):
+            if options:
+                raise ValueError("kernel options go to a kernel built by name, not to a module")
+            return kernel
+        from .efficient import make_kernel  # efficient kernels build on this layer's maths
+
+        return make_kernel(kernel, dim=self.dim, heads=self.heads, **options)
+
+    # ---- forward ----------------------------------------------------------------------------
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        *,
+        mask: Tensor | Mask | None = None,
+        positional: PositionalEncoding | None = None,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> AttentionOutput:
+        """Attend from ``x`` to itself (``context=None``) or to ``context``.
+
+        Args:
+            x: ``(b, n, dim)`` queries' source.
+            context: ``(b, m, context_dim)`` keys' and values' source, or None.
+            mask: True = may attend; boolean tensor broadcastable to ``(b, h, n, m)`` or a Mask.
+            positional: a positional encoding; applied where it acts (input, q/k or scores).
+            need_weights: also return the attention weights ``(b, h, n, m)``.
+            cache: a :class:`KVCache` for incremental decoding.
+        """
+        _check_sequence(x, "x", self.dim)
+        if context is not None:
+            _check_sequence(context, "context", self.context_dim)
+            if context.shape[0] != x.shape[0]:
+                raise ValueError(
+                    f"context: batch {context.shape[0]} differs from x's batch {x.shape[0]}"
+                )
+        b, n, _ = x.shape
+        h, d = self.heads, self.head_dim
+        offset = cache.length if (cache is not None and context is None) else 0
+        acts_on = positional.acts_on if positional is not None else None
+        if acts_on == "input":
+            positional.check_length(offset + n)
+            x = positional(x, offset=offset)
+        q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
+        if context is not None and cache is not None and cache.k is not None:
+            k, v = cache.k, cache.v  # cross-attention: the context was projected once
+        else:
+            src = x if context is None else context
+            m = src.shape[1]
+            kv = self.kv_proj(src).view(b, m, 2, h, d).permute(2, 0, 3, 1, 4)  # (2, b, h, j, d)
+            k, v = kv[0], kv[1]
+            if acts_on == "qk":
+                positional.check_length(offset + max(n, m))
+                q, k = positional.rotate(q, k, q_offset=offset, k_offset=offset)
+            if cache is not None:
+                k, v = cache.append(k, v)
+        j = k.shape[2]
+        bias = None
+        if acts_on == "scores":
+            positional.check_length(max(offset + n, j))
+            bias = positional.score_bias(n, j, q_offset=offset)
+        if isinstance(mask, Tensor):
+            check_mask_tensor(mask, b, h, n, j)
+            if offset:
+                raise ValueError(
+                    "mask: with a KV cache pass a Mask object (e.g. masks.causal()), which "
+                    "knows the queries' positions, rather than a dense tensor"
+                )
+        elif mask is not None and not isinstance(mask, Mask):
+            raise ValueError(
+                f"mask must be a boolean tensor or an attnlab.masks.Mask, got {type(mask).__name__}"
+            )
+        dropout = self.dropout if self.training else 0.0
+        if self.kernel is not None:
+            if need_weights:
+                raise ValueError(f"kernel {self.kernel.name!r} does not return attention weights")
+            if bias is not None:
+                raise ValueError("score-biasing positional encodings need exact attention")
+            out, weights, ran = self.kernel(q, k, v, mask=mask, q_offset=offset), None, None
+            ran = self.kernel.name
+        else:
+            problem = Problem(
+                q, k, v, self.score, self.normalize, mask=mask, bias=bias, dropout=dropout,
+                need_weights=need_weights, q_offset=offset,
+            )  # fmt: skip
+            out, weights, ran = run_backend(self.backend, problem)
+        out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
+        return AttentionOutput(self.out_proj(out), weights, ran)
+
+    # ---- interop ----------------------------------------------------------------------------
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention, **kwargs: Any) -> MultiHeadAttention:
+        """A layer with the weights of ``torch.nn.MultiheadAttention`` ``m`` (any batch_first).
+
+        Outputs match ``m``'s for the same (batch-first) inputs. Remember the mask conventions:
+        torch's ``key_padding_mask`` and boolean ``attn_mask`` mean True = *ignore*; here True =
+        may attend, so pass ``~attn_mask`` or ``masks.padding(lengths)``.
+        """
+        if m.bias_k is not None or m.add_zero_attn:
+            raise ValueError("from_torch: add_bias_kv and add_zero_attn are not supported")
+        if m.kdim != m.vdim:
+            raise ValueError(f"from_torch: kdim ({m.kdim}) must equal vdim ({m.vdim})")
+        has_bias = m.in_proj_bias is not None
+        layer = cls(
+            m.embed_dim, m.num_heads, dropout=m.dropout, bias=has_bias,
+            context_dim=None if m._qkv_same_embed_dim else m.kdim, **kwargs,
+        )  # fmt: skip
+        e = m.embed_dim
+        with torch.no_grad():
+            if m._qkv_same_embed_dim:
+                wq, wk, wv = m.in_proj_weight.split(e)
+            else:
+                wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
+            layer.q_proj.weight.copy_(wq)
+            layer.kv_proj.weight.copy_(torch.cat([wk, wv]))
+            layer.out_proj.weight.copy_(m.out_proj.weight)
+            if has_bias:
+                bq, bkv = m.in_proj_bias.split([e, 2 * e])
+                layer.q_proj.bias.copy_(bq)
+                layer.kv_proj.bias.copy_(bkv)
+                layer.out_proj.bias.copy_(m.out_proj.bias)
+        p = m.out_proj.weight
+        return layer.to(device=p.device, dtype=p.dtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, heads={self.heads}, score={getattr(self.score, 'name', '?')}, "
+            f"normalize={self.normalize.name}, backend={self.backend}"
+        )

@@ -1,0 +1,345 @@
+"""Attention backends: interchangeable kernels that compute :func:`attnlab.functional.attend`.
+
+* ``reference``: :func:`~attnlab.functional.attend`, every score and normalisation, returns the
+  weights; ``O(i * j)`` memory.
+* ``sdpa``: ``F.scaled_dot_product_attention`` (a fused flash kernel on CPU), for dot-product
+  scores with softmax.
+* ``flex``: FlexAttention under ``torch.compile``, block-sparse for structured masks (skips
+  fully masked tiles). Forward only on CPU (PyTorch has no CPU backward for it).
+* ``chunked``: exact attention in query x key tiles with an online softmax (Milakov &
+  Gimelshein 2018; Rabe & Staats 2021), ``O(i * tile)`` memory, for every score and
+  normalisation; tiles wholly masked are skipped, and training recomputes each query tile in the
+  backward pass instead of storing it.
+
+``auto`` (:func:`select_backend`) picks the fastest backend that computes the request exactly.
+
+Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from .functional import at_least_float32, attend, key_counts
+from .masks import Mask, _Causal, _Dense
+from .registry import Registry
+
+__all__ = ["Problem", "Backend", "BACKENDS", "select_backend", "get_backend"]
+
+
+@dataclass
+class Problem:
+    """One attention request, on already projected ``q, k, v`` of shape ``(b, h, n, d)``."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    score: Any
+    normalize: Any
+    mask: Mask | Tensor | None = None
+    bias: Tensor | None = None
+    dropout: float = 0.0  # effective probability: 0 unless training
+    need_weights: bool = False
+    q_offset: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        b, h, i, _ = self.q.shape
+        return b, h, i, self.k.shape[2]
+
+    @property
+    def needs_grad(self) -> bool:
+        return torch.is_grad_enabled() and any(
+            t.requires_grad for t in (self.q, self.k, self.v, self.bias) if t is not None
+        )
+
+    def dense_mask(self) -> Tensor | None:
+        if self.mask is None or isinstance(self.mask, Tensor):
+            return self.mask
+        b, h, i, j = self.shape
+        return self.mask.dense(b, h, i, j, q_offset=self.q_offset, device=self.q.device)
+
+
+class Backend:
+    """A kernel for :class:`Problem`. ``unsupported`` says why it cannot serve one (or None)."""
+
+    name: str = "?"
+
+    def unsupported(self, p: Problem) -> str | None:
+        return None
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        raise NotImplementedError
+
+
+BACKENDS: Registry = Registry("backend")
+
+
+def _fused_scale(p: Problem) -> float | None:
+    fused = getattr(p.score, "fused_scale", None)
+    return fused(p.q.shape[-1]) if fused is not None else None
+
+
+def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
+    """Queries that may attend to no key get zeros (kernels differ: NaN, mean of values, ...)."""
+    if mask is None:
+        return out
+    return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+@BACKENDS.register("reference")
+class ReferenceBackend(Backend):
+    name = "reference"
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        out, w = attend(
+            p.q, p.k, p.v, score=p.score, normalize=p.normalize, mask=p.mask, bias=p.bias,
+            dropout=p.dropout, training=p.dropout > 0, q_offset=p.q_offset,
+        )  # fmt: skip
+        return out, (w if p.need_weights else None)
+
+
+@BACKENDS.register("sdpa")
+class SDPABackend(Backend):
+    name = "sdpa"
+
+    def unsupported(self, p: Problem) -> str | None:
+        if _fused_scale(p) is None:
+            return f"score {getattr(p.score, 'name', p.score)!r} is not a (scaled) dot product"
+        if getattr(p.normalize, "name", None) != "softmax":
+            return f"normalization {getattr(p.normalize, 'name', p.normalize)!r} is not softmax"
+        if p.need_weights:
+            return "it does not return attention weights (need_weights=True)"
+        return None
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        _, _, i, j = p.shape
+        scale = _fused_scale(p)
+        if isinstance(p.mask, _Causal) and p.bias is None and p.q_offset == 0 and i == j:
+            # is_causal lets the flash kernel skip the upper triangle's tiles.
+            out = F.scaled_dot_product_attention(
+                p.q, p.k, p.v, dropout_p=p.dropout, is_causal=True, scale=scale
+            )
+            return out, None
+        mask = p.dense_mask()
+        attn_mask = mask
+        if p.bias is not None:
+            bias = p.bias.to(p.q.dtype)
+            attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        out = F.scaled_dot_product_attention(
+            p.q, p.k, p.v, attn_mask=attn_mask, dropout_p=p.dropout, scale=scale
+        )
+        return _zero_empty_rows(out, mask), None
+
+
+_compiled_flex = None
+
+
+def _flex_attention():
+    """``flex_attention`` compiled once per process (FlexAttention runs on CPU only compiled)."""
+    global _compiled_flex
+    if _compiled_flex is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _compiled_flex = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex
+
+
+@BACKENDS.register("flex")
+class FlexBackend(Backend):
+    name = "flex"
+    block_size = 128
+
+    def unsupported(self, p: Problem) -> str | None:
+        reason = SDPABackend().unsupported(p)
+        if reason:
+            return reason
+        if p.bias is not None:
+            return "score bias tensors are not routed to flex; use backend='sdpa'"
+        if p.dropout > 0:
+            return "FlexAttention has no attention dropout"
+        if p.q_offset:
+            return "incremental decoding (q_offset > 0) is not supported"
+        if p.q.device.type == "cpu" and p.needs_grad:
+            return "PyTorch's FlexAttention has no backward pass on CPU (use torch.no_grad())"
+        if p.q.shape[-1] != p.v.shape[-1]:
+            return "value head dim differs from query head dim"
+        return None
+
+    def block_mask(self, p: Problem):
+        if p.mask is None:
+            return None
+        b, h, i, j = p.shape
+        mask = p.mask if isinstance(p.mask, Mask) else _Dense(p.mask)
+        return mask.block_mask(b, h, i, j, device=p.q.device, block_size=self.block_size)
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        out = _flex_attention()(p.q, p.k, p.v, block_mask=self.block_mask(p), scale=_fused_scale(p))
+        if p.mask is not None:
+            out = _zero_empty_rows(out, p.dense_mask())
+        return out, None
+
+
+@BACKENDS.register("chunked")
+class ChunkedBackend(Backend):
+    """Exact attention in tiles: memory ``O(i * tile)`` instead of ``O(i * j)``.
+
+    Args:
+        tile: query and key tile length; default: the largest power of two whose score tile
+            (``b * h * tile^2`` pairs times the score's ``pair_cost``) fits ``budget`` elements.
+        budget: elements per score tile when ``tile`` is not given.
+    """
+
+    name = "chunked"
+
+    def __init__(self, tile: int | None = None, budget: int = 1 << 22) -> None:
+        self.tile, self.budget = tile, budget
+
+    def unsupported(self, p: Problem) -> str | None:
+        if p.need_weights:
+            return "it does not materialise the attention weights (need_weights=True)"
+        return None
+
+    def tile_size(self, p: Problem) -> int:
+        if self.tile:
+            return self.tile
+        b, h, _, _ = p.shape
+        cost = getattr(p.score, "pair_cost", None)
+        cost = cost() if callable(cost) else (cost or 1)
+        side = math.isqrt(max(1, self.budget // (b * h * cost)))
+        return max(16, min(1024, 1 << (side.bit_length() - 1)))
+
+    def _mask_tile(self, p: Problem, qs: int, qe: int, ks: int, ke: int) -> Tensor | None:
+        if p.mask is None:
+            return None
+        b, h, _, _ = p.shape
+        dev = p.q.device
+        q_idx = torch.arange(qs + p.q_offset, qe + p.q_offset, device=dev)
+        kv_idx = torch.arange(ks, ke, device=dev)
+        mask = p.mask if isinstance(p.mask, Mask) else _Dense(p.mask)
+        return mask.evaluate(b, h, q_idx, kv_idx)
+
+    @staticmethod
+    def _slice(t: Tensor | None, qs: int, qe: int, ks: int, ke: int) -> Tensor | None:
+        if t is None:
+            return None
+        while t.dim() < 4:
+            t = t.unsqueeze(0)
+        t = t if t.shape[2] == 1 else t[:, :, qs:qe]
+        return t if t.shape[3] == 1 else t[:, :, :, ks:ke]
+
+    def _query_tile(self, p: Problem, qs: int, qe: int, q: Tensor, k: Tensor, v: Tensor):
+        _, _, _, j = p.shape
+        t = self.tile_size(p)
+        tiles = []
+        for ks in range(0, j, t):
+            ke = min(ks + t, j)
+            m = self._mask_tile(p, qs, qe, ks, ke)
+            if m is not None and not bool(m.any()):
+                continue  # a wholly masked tile contributes nothing
+            tiles.append((ks, ke, m))
+        b, h = q.shape[:2]
+        wide = torch.promote_types(v.dtype, torch.float32)
+        acc = q.new_zeros(b, h, qe - qs, v.shape[-1], dtype=wide)
+        softmax = not getattr(p.normalize, "elementwise", False)
+        if softmax:
+            run_max = q.new_full((b, h, qe - qs, 1), float("-inf"), dtype=wide)
+            run_sum = q.new_zeros(b, h, qe - qs, 1, dtype=wide)
+        else:
+            counts = key_counts(None, j, acc)
+            if p.mask is not None:
+                counts = sum(m.sum(-1, keepdim=True).to(acc.dtype) for _, _, m in tiles)
+                counts = counts if isinstance(counts, Tensor) else acc.new_zeros(1, 1, 1, 1)
+        for ks, ke, m in tiles:
+            s = p.score(q, k[:, :, ks:ke])  # (b, h, iq, jk)
+            bias = self._slice(p.bias, qs, qe, ks, ke)
+            s = at_least_float32(s if bias is None else s + bias)
+            vt = v[:, :, ks:ke].to(wide)
+            if softmax:
+                if m is not None:
+                    s = s.masked_fill(~m, float("-inf"))
+                new_max = torch.maximum(run_max, s.amax(-1, keepdim=True)).detach()
+                safe = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
+                e = torch.exp(s - safe)  # (b, h, iq, jk)
+                rescale = torch.exp(run_max - safe)
+                run_sum = run_sum * rescale + e.sum(-1, keepdim=True)
+                e = F.dropout(e, p.dropout) if p.dropout > 0 else e
+                acc = acc * rescale + e @ vt
+                run_max = new_max
+            else:
+                w = p.normalize.weights(s, counts)
+                w = w if m is None else w.masked_fill(~m, 0.0)
+                w = F.dropout(w, p.dropout) if p.dropout > 0 else w
+                acc = acc + w @ vt
+        if softmax:
+            acc = acc / run_sum.clamp_min(torch.finfo(acc.dtype).tiny)
+        return acc.to(v.dtype)
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        _, _, i, _ = p.shape
+        t = self.tile_size(p)
+        outs = []
+        for qs in range(0, i, t):
+            qe = min(qs + t, i)
+            qt = p.q[:, :, qs:qe]
+            if p.needs_grad:
+                # Recompute the tile in backward: keeps training memory O(i * tile) too.
+                o = checkpoint(self._query_tile, p, qs, qe, qt, p.k, p.v, use_reentrant=False)
+            else:
+                o = self._query_tile(p, qs, qe, qt, p.k, p.v)
+            outs.append(o)
+        return torch.cat(outs, dim=2), None
+
+
+def get_backend(name: str) -> Backend:
+    """The backend registered as ``name`` (an unknown name lists the valid ones)."""
+    if name == "auto":
+        raise ValueError("'auto' is resolved per call by select_backend()")
+    return BACKENDS.get(name)()
+
+
+#: below this many score elements, the reference path is as fast as tiling and returns weights
+_CHUNK_THRESHOLD = 1 << 24
+#: flex pays a compile and a block-mask build; worth it only for long, sparse problems
+_FLEX_MIN_KEYS = 2048
+_FLEX_MAX_DENSITY = 0.5
+
+
+def select_backend(p: Problem) -> Backend:
+    """``auto``: the fastest backend that computes ``p`` exactly."""
+    b, h, i, j = p.shape
+    if p.need_weights:
+        return ReferenceBackend()
+    sdpa_ok = SDPABackend().unsupported(p) is None
+    if sdpa_ok:
+        if isinstance(p.mask, Mask) and not isinstance(p.mask, _Dense) and j >= _FLEX_MIN_KEYS:
+            flex = FlexBackend()
+            if flex.unsupported(p) is None:
+                density = 1.0 - flex.block_mask(p).sparsity() / 100.0
+                if density <= _FLEX_MAX_DENSITY:
+                    return flex
+        return SDPABackend()
+    if b * h * i * j >= _CHUNK_THRESHOLD:
+        return ChunkedBackend()
+    return ReferenceBackend()
+
+
+def run_backend(name: str, p: Problem) -> tuple[Tensor, Tensor | None, str]:
+    """Run backend ``name`` (or ``"auto"``) on ``p``: ``(out, weights, backend_name)``."""
+    backend = select_backend(p) if name == "auto" else get_backend(name)
+    reason = backend.unsupported(p)
+    if reason is not None:
+        raise ValueError(
+            f"backend {backend.name!r} cannot compute this request: {reason}. "
+            "Use backend='auto' to pick one that can, or 'reference' / 'chunked', which "
+            "compute every score and normalization."
+        )
+    out, weights = backend(p)
+    return out, weights, backend.name
