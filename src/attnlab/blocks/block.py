@@ -1,0 +1,342 @@
+r"""``TransformerBlock``: self-attention, optional cross-attention and a feed-forward network,
+each inside a residual connection with a normalisation (pre-norm or post-norm).
+
+Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions, ``h`` heads.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import masks
+from ..attention import KVCache, MultiHeadAttention
+from ..masks import Mask
+from ..positional.base import PositionalEncoding
+from .feedforward import FeedForward
+
+__all__ = ["TransformerBlock", "BlockOutput", "BlockCache"]
+
+
+class BlockOutput(NamedTuple):
+    out: Tensor  # (b, n, dim)
+    self_weights: Tensor | None  # (b, h, i, j) when need_weights
+    cross_weights: Tensor | None  # (b, h, i, m) when need_weights and cross-attention
+
+
+@dataclass
+class BlockCache:
+    """The key / value caches of one block for incremental decoding.
+
+    ``self_attn`` grows by the new positions at every call; ``cross_attn`` is filled from the
+    context on the first call and reused afterwards (the context must not change in between).
+    """
+
+    self_attn: KVCache = field(default_factory=KVCache)
+    cross_attn: KVCache = field(default_factory=KVCache)
+
+    @property
+    def length(self) -> int:
+        """Number of positions decoded so far."""
+        return self.self_attn.length
+
+
+#: torch's functional activations (``nn.Transformer*Layer.activation``) and their module classes
+_TORCH_ACTIVATIONS: dict[Callable, type[nn.Module]] = {F.relu: nn.ReLU, F.gelu: nn.GELU}
+
+
+class TransformerBlock(nn.Module):
+    r"""One Transformer layer around :class:`~attnlab.attention.MultiHeadAttention`.
+
+    Pre-norm (``norm_first=True``, the default; Xiong et al. 2020) normalises each sub-layer's
+    input and keeps the residual stream un-normalised, which trains deep stacks without warm-up;
+    post-norm (Vaswani et al. 2017) normalises after each residual sum:
+
+    .. math::
+        \text{pre-norm:}\; x \leftarrow x + \mathrm{Drop}(F(\mathrm{Norm}(x))), \qquad
+        \text{post-norm:}\; x \leftarrow \mathrm{Norm}(x + \mathrm{Drop}(F(x))),
+
+    for :math:`F` = self-attention, then cross-attention (``cross_attention=True``), then the
+    feed-forward network. The same arithmetic as ``torch.nn.TransformerEncoderLayer`` /
+    ``TransformerDecoderLayer`` (see :meth:`from_torch`).
+
+    Args:
+        dim: model width.
+        heads: attention heads; must divide ``dim``.
+        ff_hidden: hidden width of the feed-forward network (default ``4 * dim``).
+        dropout: dropout on the attention weights, the feed-forward hidden layer and each
+            residual branch during training (default 0; as torch's layers).
+        norm_first: pre-norm (True, default) or post-norm (False).
+        norm_layer: normalisation class (or ``functools.partial``) called with ``dim``
+            (default ``nn.LayerNorm``).
+        cross_attention: add a cross-attention sub-layer attending to ``context``.
+        context_dim: width of ``context`` (default ``dim``); only with ``cross_attention``.
+        causal: self-attention sees only earlier positions (``masks.causal()`` combined with
+            any given mask by ``&``).
+        attention: keyword arguments for every :class:`MultiHeadAttention` of the block
+            (``score``, ``normalize``, ``backend``, ``kernel`` and kernel options, ``bias``,
+            ``dropout`` to override the attention-weight dropout). A kernel *module* is copied
+            into each attention layer, so layers do not share its parameters.
+        ff_layer: the feed-forward class (or ``functools.partial``), called as
+            ``ff_layer(dim, hidden=ff_hidden, dropout=dropout)`` (default :class:`FeedForward`;
+            e.g. ``partial(FeedForward, activation=nn.SiLU, gated=True)`` for SwiGLU).
+
+    Shapes:
+        - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``
+        - mask: boolean broadcastable to ``(b, h, n, n)``, True = may attend, or a
+          :class:`~attnlab.masks.Mask` (e.g. ``masks.padding(lengths)``)
+        - context_mask: the same for ``(b, h, n, m)``
+        - out: ``(b, n, dim)``; self_weights ``(b, h, n, n)``; cross_weights ``(b, h, n, m)``
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        *,
+        ff_hidden: int | None = None,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
+        cross_attention: bool = False,
+        context_dim: int | None = None,
+        causal: bool = False,
+        attention: dict[str, Any] | None = None,
+        ff_layer: Callable[..., nn.Module] = FeedForward,
+    ) -> None:
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if context_dim is not None and not cross_attention:
+            raise ValueError(
+                "context_dim is the width of cross-attention's context; pass "
+                "cross_attention=True with it, or drop it"
+            )
+        options = dict(attention or {})
+        if "context_dim" in options:
+            raise ValueError("pass context_dim to the block, not inside attention={...}")
+        options.setdefault("dropout", dropout)
+        self.dim, self.heads = dim, heads
+        self.norm_first, self.causal = norm_first, causal
+        # One Mask object per block: it caches its FlexAttention block masks per shape.
+        self._causal_mask = masks.causal() if causal else None
+        self.self_attn = MultiHeadAttention(dim, heads, **_own_copy(options))
+        self.attn_norm = norm_layer(dim)
+        self.cross_attn: MultiHeadAttention | None = None
+        self.cross_norm: nn.Module | None = None
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(
+                dim, heads, context_dim=context_dim, **_own_copy(options)
+            )
+            self.cross_norm = norm_layer(dim)
+        self.ff = ff_layer(dim, hidden=ff_hidden, dropout=dropout)
+        self.ff_norm = norm_layer(dim)
+        self.drop = nn.Dropout(dropout)  # on each residual branch
+
+    def self_attention_mask(self, mask: Tensor | Mask | None) -> Tensor | Mask | None:
+        """The self-attention mask: ``mask``, and with ``causal`` ``masks.causal() & mask``.
+
+        A Mask object knows the queries' positions, so it stays right under a KV cache (the
+        layer passes the cache length as the first query's position).
+        """
+        if self._causal_mask is None:
+            return mask
+        return self._causal_mask if mask is None else self._causal_mask & mask
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        context: Tensor | None = None,
+        mask: Tensor | Mask | None = None,
+        context_mask: Tensor | Mask | None = None,
+        positional: PositionalEncoding | None = None,
+        need_weights: bool = False,
+        cache: BlockCache | None = None,
+    ) -> BlockOutput:
+        """Run the block.
+
+        Args:
+            x: ``(b, n, dim)``.
+            context: ``(b, m, context_dim)``; required with cross-attention, else not allowed.
+            mask: self-attention mask, True = may attend (combined with causality). With a
+                ``cache``, pass a Mask object (a dense tensor has no query positions).
+            context_mask: cross-attention mask, e.g. ``masks.padding(context_lengths)`` or a
+                boolean ``(b, 1, 1, m)`` key-padding tensor.
+            positional: a ``"qk"`` or ``"scores"`` encoding for self-attention. ``"input"``
+                encodings are added once to the stack's input, not per block
+                (:class:`TransformerEncoder` does that).
+            need_weights: also return the attention weights.
+            cache: a :class:`BlockCache` for incremental decoding; ``x`` holds the new positions.
+        """
+        if self.cross_attn is None and (context is not None or context_mask is not None):
+            raise ValueError(
+                "this block has no cross-attention; build it with cross_attention=True to "
+                "pass context / context_mask"
+            )
+        if self.cross_attn is not None and context is None:
+            raise ValueError("this block has cross-attention: pass context=(b, m, context_dim)")
+        if positional is not None and positional.acts_on == "input":
+            raise ValueError(
+                f"{type(positional).__name__} acts on the input: add it once to x before the "
+                "first block (TransformerEncoder / TransformerDecoder do), not in every block"
+            )
+        a = self.self_attn(
+            self._pre(x, self.attn_norm),
+            mask=self.self_attention_mask(mask),
+            positional=positional,
+            need_weights=need_weights,
+            cache=cache.self_attn if cache is not None else None,
+        )
+        x = self._residual(x, a.out, self.attn_norm)
+        cross_weights = None
+        if self.cross_attn is not None:
+            c = self.cross_attn(
+                self._pre(x, self.cross_norm),
+                context,
+                mask=context_mask,
+                need_weights=need_weights,
+                cache=cache.cross_attn if cache is not None else None,
+            )
+            x = self._residual(x, c.out, self.cross_norm)
+            cross_weights = c.weights
+        x = self._residual(x, self.ff(self._pre(x, self.ff_norm)), self.ff_norm)
+        return BlockOutput(x, a.weights, cross_weights)
+
+    def _pre(self, x: Tensor, norm: nn.Module) -> Tensor:
+        return norm(x) if self.norm_first else x
+
+    def _residual(self, x: Tensor, y: Tensor, norm: nn.Module) -> Tensor:
+        x = x + self.drop(y)
+        return x if self.norm_first else norm(x)
+
+    # ---- interop ----------------------------------------------------------------------------
+    @classmethod
+    def from_torch(
+        cls,
+        layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
+        *,
+        causal: bool = False,
+        attention: dict[str, Any] | None = None,
+    ) -> TransformerBlock:
+        """A block with the weights of a ``torch.nn.TransformerEncoderLayer`` or
+        ``TransformerDecoderLayer`` (any ``batch_first``, ``norm_first``, relu / gelu).
+
+        Outputs match the torch layer's for the same (batch-first) inputs. torch's layers take
+        the causal mask per call (``is_causal`` / ``tgt_mask``); here it is ``causal=True``.
+        Torch's masks mean True = *ignore*: pass ``~src_mask`` or ``masks.padding(lengths)``.
+
+        Args:
+            layer: the torch layer.
+            causal: causal self-attention.
+            attention: extra :class:`MultiHeadAttention` options (e.g. ``backend``); the
+                attention dropout comes from ``layer``.
+        """
+        if not isinstance(layer, nn.TransformerEncoderLayer | nn.TransformerDecoderLayer):
+            raise TypeError(
+                "from_torch expects nn.TransformerEncoderLayer or nn.TransformerDecoderLayer, "
+                f"got {type(layer).__name__}"
+            )
+        options = dict(attention or {})
+        if "dropout" in options:
+            raise ValueError("from_torch: the attention dropout comes from the torch layer")
+        decoder = isinstance(layer, nn.TransformerDecoderLayer)
+        act = layer.activation
+        if isinstance(act, nn.Module):
+            activation = type(act)
+        elif act in _TORCH_ACTIVATIONS:
+            activation = _TORCH_ACTIVATIONS[act]
+        else:
+            raise ValueError(
+                f"from_torch: activation {act!r} is not supported; use 'relu', 'gelu' or an "
+                "nn.Module activation"
+            )
+        n1 = layer.norm1
+        if not isinstance(n1, nn.LayerNorm):
+            raise ValueError(f"from_torch: expected LayerNorm norms, got {type(n1).__name__}")
+        fc1 = layer.linear1
+        norm_layer = partial(
+            nn.LayerNorm, eps=n1.eps, elementwise_affine=n1.elementwise_affine,
+            bias=n1.bias is not None,
+        )  # fmt: skip
+        sa, ca = layer.self_attn, (layer.multihead_attn if decoder else None)
+        context_dim = ca.kdim if ca is not None and ca.kdim != ca.embed_dim else None
+        block = cls(
+            sa.embed_dim, sa.num_heads, ff_hidden=fc1.out_features, dropout=layer.dropout.p,
+            norm_first=layer.norm_first, norm_layer=norm_layer, cross_attention=decoder,
+            context_dim=context_dim, causal=causal, attention={**options, "dropout": sa.dropout},
+            ff_layer=partial(FeedForward, activation=activation, bias=fc1.bias is not None),
+        )  # fmt: skip
+        # Cast first, copy after: copying into default-dtype (float32) parameters would round
+        # float64 weights.
+        block.to(device=fc1.weight.device, dtype=fc1.weight.dtype)
+        block.self_attn = _attention_from_torch(sa, options)
+        norms = [(block.attn_norm, layer.norm1), (block.ff_norm, layer.norm2)]
+        if decoder:
+            block.cross_attn = _attention_from_torch(ca, options)
+            norms = [(block.attn_norm, layer.norm1), (block.cross_norm, layer.norm2)]
+            norms.append((block.ff_norm, layer.norm3))
+        if isinstance(act, nn.Module):
+            block.ff.act = copy.deepcopy(act)  # keeps its arguments (e.g. approximate="tanh")
+        block.ff.fc1.load_state_dict(layer.linear1.state_dict())
+        block.ff.fc2.load_state_dict(layer.linear2.state_dict())
+        for ours, theirs in norms:
+            ours.load_state_dict(theirs.state_dict())
+        return block
+
+    def extra_repr(self) -> str:
+        return f"norm_first={self.norm_first}, causal={self.causal}"
+
+
+def _attention_from_torch(m: nn.MultiheadAttention, options: dict[str, Any]) -> MultiHeadAttention:
+    """``MultiHeadAttention.from_torch(m)`` with the weights copied again at ``m``'s dtype.
+
+    ``MultiHeadAttention.from_torch`` copies into default-dtype parameters and casts after,
+    which rounds float64 weights to float32 (errors ~1e-8); the second copy is exact. Drop it
+    once ``from_torch`` casts before copying.
+    """
+    attn = MultiHeadAttention.from_torch(m, **options)
+    e = m.embed_dim
+    if m._qkv_same_embed_dim:
+        wq, wk, wv = m.in_proj_weight.split(e)
+    else:
+        wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
+    with torch.no_grad():
+        attn.q_proj.weight.copy_(wq)
+        attn.kv_proj.weight.copy_(torch.cat([wk, wv]))
+        attn.out_proj.weight.copy_(m.out_proj.weight)
+        if m.in_proj_bias is not None:
+            bq, bkv = m.in_proj_bias.split([e, 2 * e])
+            attn.q_proj.bias.copy_(bq)
+            attn.kv_proj.bias.copy_(bkv)
+            attn.out_proj.bias.copy_(m.out_proj.bias)
+    return attn
+
+
+def _own_copy(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a kernel module copied, so that attention layers never share one."""
+    kernel = options.get("kernel")
+    if isinstance(kernel, nn.Module):
+        return {**options, "kernel": copy.deepcopy(kernel)}
+    return dict(options)
+
+
+def _check_input(x: Tensor, dim: int, name: str = "x") -> None:
+    if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != dim:
+        got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name}: expected shape (batch, seq, {dim}), got {got}")
+
+
+def _check_positional(positional: PositionalEncoding | None) -> None:
+    if positional is not None and not isinstance(positional, PositionalEncoding):
+        raise TypeError(
+            "positional must be an attnlab.positional PositionalEncoding, got "
+            f"{type(positional).__name__}"
+        )

@@ -1,0 +1,118 @@
+r"""``TransformerEncoder``: a stack of :class:`TransformerBlock` with a positional encoding.
+
+Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from torch import Tensor, nn
+
+from ..masks import Mask
+from ..positional.base import PositionalEncoding
+from .block import TransformerBlock, _check_input, _check_positional
+from .feedforward import FeedForward
+
+__all__ = ["TransformerEncoder", "EncoderOutput"]
+
+
+class EncoderOutput(NamedTuple):
+    out: Tensor  # (b, n, dim)
+    weights: list[Tensor] | None  # per layer (b, h, i, j) when need_weights
+
+
+class TransformerEncoder(nn.Module):
+    r"""``depth`` Transformer blocks of (optionally causal) self-attention.
+
+    The positional encoding acts where its ``acts_on`` says:
+
+    * ``"input"`` (sinusoidal, learned, ...): added **once** to ``x`` before the first block,
+      followed by dropout, as in Vaswani et al. (2017). (Scaling token embeddings by
+      :math:`\sqrt{d}` is the embedding layer's business, not the encoder's.)
+    * ``"qk"`` (rotary) or ``"scores"`` (ALiBi, relative bias): handed to every block's
+      self-attention; one module serves all layers, so a learned bias is shared across layers.
+
+    Args:
+        dim: model width.
+        heads: attention heads.
+        depth: number of blocks.
+        ff_hidden, dropout, norm_first, norm_layer, causal, attention, ff_layer: block options,
+            see :class:`TransformerBlock`.
+        positional: a :class:`~attnlab.positional.base.PositionalEncoding` or None.
+        final_norm: normalise the output (default: True for pre-norm, whose residual stream is
+            otherwise never normalised; False for post-norm, whose blocks already end in one).
+
+    Padding: pass ``mask=masks.padding(lengths)`` (sequence ``b`` has ``lengths[b]`` real
+    tokens, then padding), or a boolean tensor with True = may attend, broadcastable to
+    ``(b, h, n, n)``: for key padding ``keep[:, None, None, :]`` with ``keep`` of shape ``(b, n)``.
+    A 2-D tensor means ``(i, j)``, as everywhere in attnlab. Outputs at real positions do not
+    depend on padded inputs; outputs at padded positions are finite and meaningless.
+
+    Shapes:
+        - x: ``(b, n, dim)``
+        - out: ``(b, n, dim)``; weights: ``depth`` tensors ``(b, h, n, n)``
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        depth: int,
+        *,
+        ff_hidden: int | None = None,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
+        causal: bool = False,
+        attention: dict[str, Any] | None = None,
+        ff_layer: Callable[..., nn.Module] = FeedForward,
+        positional: PositionalEncoding | None = None,
+        final_norm: bool | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(depth, int) or depth <= 0:
+            raise ValueError(f"depth must be a positive int, got {depth!r}")
+        _check_positional(positional)
+        self.dim, self.depth = dim, depth
+        self.blocks = nn.ModuleList(
+            TransformerBlock(
+                dim,
+                heads,
+                ff_hidden=ff_hidden,
+                dropout=dropout,
+                norm_first=norm_first,
+                norm_layer=norm_layer,
+                causal=causal,
+                attention=attention,
+                ff_layer=ff_layer,
+            )  # fmt: skip
+            for _ in range(depth)
+        )
+        self.positional = positional
+        self.input_dropout = nn.Dropout(dropout)
+        final_norm = norm_first if final_norm is None else final_norm
+        self.norm = norm_layer(dim) if final_norm else None
+
+    def forward(
+        self, x: Tensor, *, mask: Tensor | Mask | None = None, need_weights: bool = False
+    ) -> EncoderOutput:
+        """Encode ``x`` ``(b, n, dim)``; ``mask`` is the key-padding (or any) self-attention
+        mask, True = may attend. Returns ``EncoderOutput(out, weights)``."""
+        _check_input(x, self.dim)
+        pe, block_pe = self.positional, None
+        if pe is not None and pe.acts_on == "input":
+            pe.check_length(x.shape[1])
+            x = self.input_dropout(pe(x))
+        else:
+            block_pe = pe
+        weights: list[Tensor] | None = [] if need_weights else None
+        for block in self.blocks:
+            o = block(x, mask=mask, positional=block_pe, need_weights=need_weights)
+            x = o.out
+            if weights is not None:
+                weights.append(o.self_weights)
+        if self.norm is not None:
+            x = self.norm(x)
+        return EncoderOutput(x, weights)
