@@ -1,0 +1,39 @@
+"""The trainer of the lab: config, batching, checkpoints, distributed training.
+
+``Trainer(task, cfg).fit()`` trains any registered :class:`~attnlab.tasks.Task`, single-process
+or under ``torchrun``, and resumes bit-exactly from ``last.pt``.
+"""
+
+from .checkpoint import find_checkpoint, load_checkpoint, load_for_inference, save_checkpoint
+from .config import (
+    RunConfig,
+    TrainConfig,
+    apply_overrides,
+    from_dict,
+    load_config_file,
+    resolve_config,
+    save_config,
+    to_dict,
+)
+from .distributed import DistEnv, init_distributed
+from .result import TrainResult
+from .trainer import Trainer
+
+__all__ = [
+    "Trainer",
+    "TrainResult",
+    "RunConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "to_dict",
+    "from_dict",
+    "load_config_file",
+    "resolve_config",
+    "save_config",
+    "save_checkpoint",
+    "load_checkpoint",
+    "find_checkpoint",
+    "load_for_inference",
+    "DistEnv",
+    "init_distributed",
+]

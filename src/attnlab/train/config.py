@@ -1,0 +1,221 @@
+"""Run configuration: nested, typed dataclasses (minGPT style), files and overrides.
+
+A run is ``RunConfig(task, out_dir, train=TrainConfig(...), model=..., task_options=...)``.
+``model`` and ``task_options`` belong to the task: :meth:`RunConfig.for_task` fills them with
+the task's own defaults (:meth:`Task.default_model_config`, :meth:`Task.default_options`),
+usually dataclasses, so ``--model.encoder.heads=8`` is checked against the task's model config.
+
+Resolution order (:func:`resolve_config`): task defaults, then a JSON/TOML file, then
+``--dotted.name=value`` overrides. Every run writes the resolved ``config.json`` to its
+``out_dir`` (:func:`save_config`), and :meth:`RunConfig.from_dict` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from attnlab.tasks.base import TASKS
+
+from .atomic import atomic_write_text
+from .overrides import apply_overrides, from_dict, merge, parse_override, to_dict
+
+__all__ = [
+    "TrainConfig",
+    "RunConfig",
+    "apply_overrides",
+    "to_dict",
+    "from_dict",
+    "load_config_file",
+    "resolve_config",
+    "save_config",
+]
+
+
+@dataclass
+class TrainConfig:
+    """How to train: optimisation, schedule, evaluation, checkpoints.
+
+    Batches: ``batch_size`` is the *global* number of examples per optimizer step, split over
+    DDP ranks and ``grad_accum`` micro-batches, so the result does not depend on how many
+    processes run it. With ``batch_tokens > 0`` a global batch instead takes examples (in the
+    shuffled order) while the sum of :meth:`Task.batch_size_of` stays within ``batch_tokens``.
+
+    Learning rate: linear warm-up over ``warmup_steps`` (or ``warmup_fraction`` of all steps),
+    then ``schedule`` from ``lr`` down to ``lr * min_lr_ratio`` at the last step.
+
+    Args:
+        epochs: passes over the train split.
+        max_steps: stop after this many optimizer steps (0: no limit); also shortens the schedule.
+        batch_size: global examples per optimizer step.
+        batch_tokens: if > 0, token-based batching (see above); ``batch_size`` is then unused.
+        eval_batch_size: examples per evaluation batch (None: ``batch_size``).
+        grad_accum: micro-batches per rank per optimizer step.
+        lr: peak learning rate of AdamW.
+        weight_decay: AdamW decoupled weight decay (not applied to biases, norms, embeddings).
+        betas: AdamW betas.
+        warmup_steps: linear warm-up steps (exclusive with ``warmup_fraction``).
+        warmup_fraction: warm-up as a fraction of all optimizer steps.
+        schedule: decay after warm-up: ``"cosine"``, ``"linear"`` or ``"constant"``.
+        min_lr_ratio: final learning rate as a fraction of ``lr``.
+        grad_clip: max global gradient norm (0: no clipping).
+        bf16: autocast the forward pass to bfloat16 (CPU or CUDA).
+        patience: stop after this many evaluations without a better dev score (0: never).
+        eval_every: evaluate on dev every this many steps (0: at the end of each epoch).
+        checkpoint_every: also write ``last.pt`` every this many steps (0: only at evaluations
+            and epoch ends).
+        seed: seeds model init, data order (epoch ``e`` shuffles with ``seed + e``), dropout.
+        num_workers: DataLoader worker processes for collation.
+        log_every: log (and refresh the progress bar's postfix) every this many steps.
+        device: ``"auto"`` (CUDA if available), ``"cpu"`` or ``"cuda"``.
+        resume: continue from ``out_dir/last.pt`` if it exists.
+    """
+
+    epochs: int = 10
+    max_steps: int = 0
+    batch_size: int = 32
+    batch_tokens: int = 0
+    eval_batch_size: int | None = None
+    grad_accum: int = 1
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = 0
+    warmup_fraction: float = 0.0
+    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    min_lr_ratio: float = 0.0
+    grad_clip: float = 1.0
+    bf16: bool = False
+    patience: int = 0
+    eval_every: int = 0
+    checkpoint_every: int = 0
+    seed: int = 0
+    num_workers: int = 0
+    log_every: int = 50
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        nonneg = ("max_steps", "batch_tokens", "warmup_steps", "patience", "eval_every",
+                  "checkpoint_every", "num_workers", "log_every")  # fmt: skip
+        for name in nonneg:
+            if getattr(self, name) < 0:
+                raise ValueError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("epochs", "batch_size", "grad_accum"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if self.eval_batch_size is not None and self.eval_batch_size < 1:
+            raise ValueError(
+                f"train.eval_batch_size must be >= 1 or None, got {self.eval_batch_size}"
+            )
+        if self.lr < 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("train.lr, train.weight_decay and train.grad_clip must be >= 0")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"train.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.warmup_steps and self.warmup_fraction:
+            raise ValueError(
+                "train.warmup_steps and train.warmup_fraction are exclusive; set one of them to 0"
+            )
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+
+@dataclass
+class RunConfig:
+    """One run: which task, where its outputs go, and how to train it.
+
+    Args:
+        task: registry name of the task (:data:`attnlab.tasks.TASKS`).
+        out_dir: directory of ``config.json``, ``metrics.csv/json``, ``last.pt``, ``best.pt``.
+        train: the trainer's settings.
+        model: the task's model configuration (a dataclass from
+            :meth:`Task.default_model_config`, or a dict).
+        task_options: the task's options (a dataclass from :meth:`Task.default_options`, or a
+            dict).
+    """
+
+    task: str = ""
+    out_dir: str = "runs/default"
+    train: TrainConfig = field(default_factory=TrainConfig)
+    model: Any = field(default_factory=dict)
+    task_options: Any = field(default_factory=dict)
+
+    @classmethod
+    def for_task(cls, task: str, **kwargs: Any) -> RunConfig:
+        """Defaults for ``task``: its model config and options come from the task class."""
+        task_cls = TASKS.get(task)
+        kwargs.setdefault("model", task_cls.default_model_config())
+        kwargs.setdefault("task_options", task_cls.default_options())
+        return cls(task=task, **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """Inverse of :meth:`to_dict`: the task's defaults merged with ``data``."""
+        name = data.get("task", "")
+        base = cls.for_task(name) if name in TASKS else cls()
+        return merge(base, data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of every field (what ``config.json`` holds)."""
+        return to_dict(self)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if path.suffix == ".toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError as err:  # Python < 3.11
+            raise ValueError(f"{path}: TOML config files need Python >= 3.11 (tomllib)") from err
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    with path.open() as f:
+        data = json.load(f)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a config file holds an object, got {type(data).__name__}")
+    return data
+
+
+def load_config_file(path: str | Path, base: RunConfig | None = None) -> RunConfig:
+    """Merge a JSON (or, with ``tomllib``, ``.toml``) config file into ``base``.
+
+    Args:
+        path: the file; nested objects/tables mirror the dataclasses (``{"train": {"lr": ...}}``).
+        base: the config to merge into; default: the defaults of the file's ``task``. When the
+            file names a different task than ``base``, the new task's defaults are used.
+    """
+    data = _read(Path(path))
+    name = data.get("task")
+    if base is None or (name and name != base.task):
+        base = RunConfig.for_task(name) if name else (base or RunConfig())
+    return merge(base, data)
+
+
+def resolve_config(
+    *,
+    task: str | None = None,
+    config_file: str | Path | None = None,
+    overrides: Sequence[str] = (),
+) -> RunConfig:
+    """Task defaults, then ``config_file``, then ``overrides`` (``--train.lr=1e-3`` ...).
+
+    The task is, by precedence, a ``--task=...`` override, ``task``, or the file's ``task``.
+    """
+    data = _read(Path(config_file)) if config_file is not None else {}
+    for item in overrides:
+        parts, value = parse_override(item)
+        if parts == ["task"]:
+            task = value
+    task = task or data.get("task")
+    cfg = RunConfig.for_task(task) if task else RunConfig()
+    cfg = merge(cfg, {k: v for k, v in data.items() if k != "task"})
+    return apply_overrides(cfg, overrides)
+
+
+def save_config(cfg: RunConfig, out_dir: str | Path | None = None) -> Path:
+    """Write the resolved ``config.json`` into ``out_dir`` (default ``cfg.out_dir``)."""
+    path = Path(out_dir if out_dir is not None else cfg.out_dir) / "config.json"
+    atomic_write_text(path, json.dumps(cfg.to_dict(), indent=2) + "\n")
+    return path

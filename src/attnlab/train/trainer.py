@@ -1,0 +1,446 @@
+"""The one trainer of the lab, generic over tasks (:class:`attnlab.tasks.Task`).
+
+One optimizer step:
+
+1. the step's *global* batch (``train.batch_size`` examples of the seeded epoch order) is split
+   into ``world_size * grad_accum`` micro-batches (:mod:`attnlab.train.batching`);
+2. each rank backpropagates the *summed* loss of its micro-batches (``Task.loss`` returns
+   ``(loss_sum, units)``); DDP all-reduces (averages) the gradients;
+3. one ``all_reduce`` of ``[loss_sum, units]`` gives the global unit count ``U`` and every
+   gradient is multiplied by ``world_size / U``.
+
+The update therefore equals the gradient of ``(1/U) * sum of per-unit losses`` of the whole
+global batch, whatever the number of ranks, accumulation steps or padding.
+
+Then gradient clipping, AdamW (:mod:`~attnlab.train.optim`), the LR schedule
+(:mod:`~attnlab.train.schedule`). Dev evaluation every ``eval_every`` steps or each epoch,
+early stopping with ``patience``, ``best.pt`` for the best dev score, ``last.pt`` to resume
+bit-exactly (:mod:`~attnlab.train.checkpoint`), and a final test evaluation of the best model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from attnlab.tasks.base import TASKS, Task
+
+from .batching import epoch_order, make_batches, rank_micro_batches
+from .checkpoint import BEST, LAST, config_changes, load_checkpoint, save_checkpoint
+from .config import RunConfig, save_config
+from .distributed import (
+    all_gather_object,
+    all_reduce_sum,
+    broadcast_object,
+    init_distributed,
+    shutdown,
+    wrap_model,
+)
+from .metrics_log import write_metrics_csv, write_metrics_json
+from .optim import build_optimizer
+from .result import TrainResult
+from .rng import get_rng_state, seed_everything, set_rng_state
+from .schedule import build_scheduler
+from .state import TrainState
+
+__all__ = ["Trainer", "TrainResult"]
+
+logger = logging.getLogger(__name__)
+
+Micro = tuple[dict[str, Any], bool]  # (collated micro-batch, is a zero-weight dummy)
+
+
+class Trainer:
+    """Train ``task`` as configured by ``cfg``; single-process or under ``torchrun``.
+
+    Args:
+        task: a :class:`Task` instance, or its registry name.
+        cfg: the resolved run configuration (``cfg.train`` drives the trainer).
+        resume: continue from ``out_dir/last.pt`` (default: ``cfg.train.resume``); without a
+            checkpoint there, training starts from scratch.
+        progress: show a tqdm progress bar on stderr (rank 0 only).
+
+    Building the trainer sets up the task, the model, AdamW and the schedule (and restores
+    them when resuming); :meth:`fit` trains. After :meth:`fit`, ``model`` holds the best
+    checkpoint's weights.
+    """
+
+    def __init__(
+        self,
+        task: Task | str,
+        cfg: RunConfig,
+        *,
+        resume: bool | None = None,
+        progress: bool = True,
+    ) -> None:
+        task = TASKS.get(task)() if isinstance(task, str) else task
+        if cfg.task and task.name and cfg.task != task.name:
+            raise ValueError(f"cfg.task is {cfg.task!r} but the task given is {task.name!r}")
+        self.task, self.cfg, self.progress = task, cfg, progress
+        tc = cfg.train
+        self.out_dir = Path(cfg.out_dir)
+        self.env = init_distributed(tc.device)
+        self.device = self.env.device
+        ckpt = self._find_resume_checkpoint(tc.resume if resume is None else resume)
+
+        seed_everything(tc.seed)  # same model init on every rank
+        if ckpt is not None:
+            task.load_state_dict(ckpt["task"])
+        task.setup(cfg)
+        self.splits = task.splits()
+        if not self.splits.get("train"):
+            raise ValueError(f"task {task.name!r} has an empty train split")
+        self.model = task.build_model(cfg).to(self.device)
+        self.num_parameters = sum(p.numel() for p in self.model.parameters())
+        self.optimizer = build_optimizer(
+            self.model, lr=tc.lr, weight_decay=tc.weight_decay, betas=tc.betas
+        )
+        train = self.splits["train"]
+        self._costs = [task.batch_size_of(ex) for ex in train] if tc.batch_tokens else None
+        self.steps_per_epoch = len(self._epoch_batches(0))
+        total = tc.epochs * self.steps_per_epoch
+        self.total_steps = min(total, tc.max_steps) if tc.max_steps else total
+        self.scheduler = build_scheduler(
+            self.optimizer, total_steps=self.total_steps, warmup_steps=tc.warmup_steps,
+            warmup_fraction=tc.warmup_fraction, schedule=tc.schedule,
+            min_lr_ratio=tc.min_lr_ratio,
+        )  # fmt: skip
+        self.state = TrainState()
+        if ckpt is not None:
+            self._restore(ckpt)
+        self.train_model = wrap_model(self.model, self.env)
+        if self.env.distributed:
+            torch.manual_seed(tc.seed + self.env.rank)  # distinct dropout streams per rank
+        if ckpt is not None:
+            self._restore_rng(ckpt["rng"])
+        self._epoch_len = self.steps_per_epoch
+
+    # ------------------------------------------------------------------ public
+
+    def fit(self) -> TrainResult:
+        """Train until ``epochs``/``max_steps``/early stopping, then test the best model."""
+        try:
+            result = self._fit()
+        except BaseException:
+            self.close(barrier=False)  # other ranks may never reach a barrier
+            raise
+        self.close()
+        return result
+
+    def evaluate(self, split: str = "dev") -> dict[str, float]:
+        """Metrics of the current model on ``split`` (computed on rank 0, sent to all ranks)."""
+        metrics = self._evaluate_local(split) if self.env.is_main else None
+        return broadcast_object(metrics, self.env)
+
+    def close(self, *, barrier: bool = True) -> None:
+        """Leave the process group if this trainer created it (idempotent)."""
+        if barrier:
+            shutdown(self.env)
+        elif self.env.owns_group and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+    # ------------------------------------------------------------------ training loop
+
+    def _fit(self) -> TrainResult:
+        tc, s = self.cfg.train, self.state
+        self._t0, self._elapsed0 = time.perf_counter(), s.elapsed_s
+        if self.env.is_main:
+            save_config(self.cfg, self.out_dir)
+            if s.history:  # resumed: rows after the checkpoint (if any) are dropped
+                write_metrics_csv(self.out_dir / "metrics.csv", s.history)
+            logger.info(
+                "training %s: %d parameters, %d steps (%d per epoch), world size %d, device %s",
+                self.task.name, self.num_parameters, self.total_steps, self.steps_per_epoch,
+                self.env.world_size, self.device,
+            )  # fmt: skip
+        bar = tqdm(
+            total=self.total_steps, initial=s.step, desc=self.task.name, unit="step",
+            file=sys.stderr, mininterval=1.0, dynamic_ncols=True,
+            disable=not (self.progress and self.env.is_main),
+        )  # fmt: skip
+        self._log_loss = self._log_units = self._log_time = 0.0
+        with bar:
+            while not self._finished():
+                batches = self._epoch_batches(s.epoch)
+                self._epoch_len = len(batches)
+                for micros in self._steps(batches, s.batch_in_epoch):
+                    self._step(micros, bar)
+                    evaluated = bool(tc.eval_every) and s.step % tc.eval_every == 0
+                    if evaluated:
+                        self._evaluate_and_track()
+                    if (tc.checkpoint_every and s.step % tc.checkpoint_every == 0) or (
+                        evaluated and not tc.checkpoint_every
+                    ):
+                        self._save(LAST)
+                    if self._finished():
+                        break
+                else:  # the epoch ran to its end
+                    s.epoch += 1
+                    s.batch_in_epoch = 0
+                    if not tc.eval_every:
+                        self._evaluate_and_track()
+                    self._save(LAST)
+                    continue
+                break
+        if s.last_eval_step != s.step:  # stopped by max_steps between evaluations
+            self._evaluate_and_track()
+        self._save(LAST)
+        test = self._test_best()
+        return self._result(test)
+
+    def _finished(self) -> bool:
+        s, tc = self.state, self.cfg.train
+        return (
+            s.stopped_early or s.epoch >= tc.epochs or bool(tc.max_steps and s.step >= tc.max_steps)
+        )
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        tc = self.cfg.train
+        order = epoch_order(len(self.splits["train"]), seed=tc.seed, epoch=epoch)
+        return make_batches(
+            order, batch_size=tc.batch_size, costs=self._costs, max_cost=tc.batch_tokens
+        )
+
+    def _loader(self, examples: list, **kwargs: Any) -> DataLoader:
+        # An explicit generator keeps DataLoader from drawing its worker base seed from the
+        # global torch RNG: creating a loader must not shift the dropout stream, or a resumed
+        # run (which creates its loader mid-epoch) would diverge.
+        return DataLoader(
+            examples, collate_fn=self.task.collate, num_workers=self.cfg.train.num_workers,
+            pin_memory=self.device.type == "cuda",
+            generator=torch.Generator().manual_seed(self.cfg.train.seed), **kwargs,
+        )  # fmt: skip
+
+    def _steps(self, batches: list[list[int]], start: int) -> Iterator[list[Micro]]:
+        """This rank's micro-batches of each remaining step of the epoch, from ``start``."""
+        tc, env = self.cfg.train, self.env
+        indices, dummy = [], []
+        for batch in batches[start:]:
+            for chunk in rank_micro_batches(
+                batch, rank=env.rank, world_size=env.world_size, grad_accum=tc.grad_accum
+            ):
+                dummy.append(not chunk)
+                indices.append(chunk or batch[:1])  # a dummy keeps collectives aligned
+        if not indices:
+            return
+        it = iter(self._loader(self.splits["train"], batch_sampler=indices))
+        accum = tc.grad_accum
+        for k in range(len(batches) - start):
+            yield [(next(it), dummy[k * accum + m]) for m in range(accum)]
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.bf16)
+
+    def _to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: v.to(self.device, non_blocking=True) if isinstance(v, Tensor) else v
+            for k, v in batch.items()
+        }
+
+    def _step(self, micros: list[Micro], bar: tqdm) -> None:
+        """One optimizer step over this rank's micro-batches (see the module docstring)."""
+        tc, s = self.cfg.train, self.state
+        t0 = time.perf_counter()
+        self.train_model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_local = torch.zeros((), dtype=torch.float64)
+        units_local = 0.0
+        for m, (batch, is_dummy) in enumerate(micros):
+            batch = self._to_device(batch)
+            last = m == len(micros) - 1
+            sync = contextlib.nullcontext()
+            if self.env.distributed and not last:
+                sync = self.train_model.no_sync()  # all-reduce gradients once per step
+            with sync:
+                with self._autocast():
+                    loss_sum, units = self.task.loss(self.train_model, batch)
+                loss_sum = loss_sum.float()
+                if is_dummy:
+                    loss_sum, units = loss_sum * 0.0, 0
+                loss_sum.backward()
+            loss_local += loss_sum.detach().double().cpu()
+            units_local += float(units)
+        stats = torch.stack([loss_local, torch.tensor(units_local, dtype=torch.float64)])
+        stats = all_reduce_sum(stats.to(self.device), self.env).tolist()
+        loss_total, units_total = stats
+        if units_total <= 0:
+            raise RuntimeError(f"{self.task.name}.loss counted 0 units in a whole global batch")
+        # DDP averaged the summed-loss gradients over ranks: undo the 1/world, divide by U.
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        torch._foreach_mul_(grads, self.env.world_size / units_total)
+        if tc.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+
+        dt = time.perf_counter() - t0
+        s.step += 1
+        s.batch_in_epoch += 1
+        s.interval_loss += loss_total
+        s.interval_units += units_total
+        s.interval_time_s += dt
+        s.units_seen += units_total
+        s.train_time_s += dt
+        self._log_loss += loss_total
+        self._log_units += units_total
+        self._log_time += dt
+        bar.update(1)
+        if tc.log_every and s.step % tc.log_every == 0:
+            self._log_progress(bar)
+
+    def _log_progress(self, bar: tqdm) -> None:
+        s = self.state
+        loss = self._log_loss / max(self._log_units, 1.0)
+        rate = self._log_units / max(self._log_time, 1e-9)
+        lr = self.optimizer.param_groups[0]["lr"]
+        unit = self.task.unit
+        bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", **{f"{unit}/s": f"{rate:.0f}"})
+        if self.env.is_main:
+            logger.info(
+                "step %d/%d epoch %.2f loss %.4f lr %.3e %.0f %s/s",
+                s.step, self.total_steps, self._epoch_progress(), loss, lr, rate, unit,
+            )  # fmt: skip
+        self._log_loss = self._log_units = self._log_time = 0.0
+
+    def _epoch_progress(self) -> float:
+        s = self.state
+        return s.epoch + s.batch_in_epoch / max(1, self._epoch_len)
+
+    def _elapsed(self) -> float:
+        return self._elapsed0 + time.perf_counter() - self._t0
+
+    # ------------------------------------------------------------------ evaluation
+
+    def _evaluate_local(self, split: str) -> dict[str, float]:
+        examples = self.splits.get(split) or []
+        if not examples:
+            return {}
+        tc = self.cfg.train
+        loader = self._loader(examples, batch_size=tc.eval_batch_size or tc.batch_size)
+        self.model.eval()
+        try:
+            with torch.no_grad(), self._autocast():
+                metrics = self.task.evaluate(self.model, (self._to_device(b) for b in loader))
+        finally:
+            self.model.train()
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _evaluate_and_track(self) -> None:
+        """Evaluate on dev, append a history row, update best/patience, write ``best.pt``."""
+        tc, s, task = self.cfg.train, self.state, self.task
+        metrics = self.evaluate("dev")
+        row = {
+            "step": s.step,
+            "epoch": round(self._epoch_progress(), 4),
+            "train_loss": s.interval_loss / s.interval_units if s.interval_units else math.nan,
+            **{f"dev_{k}": v for k, v in metrics.items()},
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "units_per_s": s.interval_units / s.interval_time_s if s.interval_time_s else 0.0,
+            "elapsed_s": self._elapsed(),
+        }
+        # Without a dev split the latest model counts as the best one.
+        score = task.score(metrics) if metrics else None
+        improved = score is None or task.is_better(score, s.best_score)
+        s.record_evaluation(row, metrics, score, improved=improved, patience=tc.patience)
+        if self.env.is_main:
+            write_metrics_csv(self.out_dir / "metrics.csv", s.history)
+            logger.info(
+                "eval step %d epoch %.2f: train_loss %.4f %s%s",
+                s.step, row["epoch"], row["train_loss"],
+                " ".join(f"dev_{k} {v:.4f}" for k, v in metrics.items()),
+                " (best)" if improved else f" (no improvement {s.bad_evals}/{tc.patience or '-'})",
+            )  # fmt: skip
+            if s.stopped_early:
+                logger.info("early stopping: best %s at step %d", task.metric_name, s.best_step)
+        if improved:
+            self._save(BEST)
+
+    def _test_best(self) -> dict[str, float]:
+        best = self.out_dir / BEST
+        if self.env.is_main and best.is_file():
+            self.model.load_state_dict(load_checkpoint(best, self.device)["model"])
+        return self.evaluate("test")
+
+    def _result(self, test: dict[str, float]) -> TrainResult:
+        s, task = self.state, self.task
+        result = TrainResult(
+            out_dir=str(self.out_dir), task=task.name, metric_name=task.metric_name,
+            higher_is_better=task.higher_is_better, best_score=s.best_score,
+            best_step=s.best_step, best_dev=dict(s.best_metrics), test=test, steps=s.step,
+            epochs=s.epoch, stopped_early=s.stopped_early, parameters=self.num_parameters,
+            unit=task.unit, units_per_s=s.units_seen / s.train_time_s if s.train_time_s else 0.0,
+            train_time_s=s.train_time_s, wall_time_s=self._elapsed(),
+            world_size=self.env.world_size, history=list(s.history),
+        )  # fmt: skip
+        if self.env.is_main:
+            write_metrics_json(self.out_dir / "metrics.json", result.summary())
+            logger.info("done: best dev %s %s, test %s", task.metric_name, s.best_score, test)
+        return result
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _save(self, name: str) -> None:
+        """Write ``out_dir/name`` (collective: every rank contributes its RNG state)."""
+        self.state.elapsed_s = self._elapsed()
+        rng = all_gather_object(get_rng_state(), self.env)
+        if not self.env.is_main:
+            return
+        save_checkpoint(
+            self.out_dir / name,
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "rng": rng,
+                "state": self.state.to_dict(),
+                "config": self.cfg.to_dict(),
+                "task": self.task.state_dict(),
+                "world_size": self.env.world_size,
+            },
+        )
+
+    def _find_resume_checkpoint(self, resume: bool) -> dict[str, Any] | None:
+        path = self.out_dir / LAST
+        if not resume:
+            if path.is_file() and self.env.is_main:
+                logger.warning("%s exists and will be overwritten (resume to continue it)", path)
+            return None
+        if not path.is_file():
+            if self.env.is_main:
+                logger.warning("resume: no %s, starting from scratch", path)
+            return None
+        ckpt = load_checkpoint(path, map_location="cpu")
+        changed = config_changes(ckpt["config"], self.cfg.to_dict())
+        if changed and self.env.is_main:
+            logger.warning("resuming with a changed config (%s): not an exact resume", changed)
+        if ckpt.get("world_size") != self.env.world_size and self.env.is_main:
+            logger.warning(
+                "resuming a %s-rank checkpoint on %d ranks: data shards and RNG streams differ",
+                ckpt.get("world_size"), self.env.world_size,
+            )  # fmt: skip
+        if self.env.is_main:
+            logger.info("resuming from %s at step %d", path, ckpt["state"]["step"])
+        return ckpt
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        sched = dict(ckpt["scheduler"])
+        # The schedule's shape (total steps, warm-up) comes from the current config.
+        sched["lr_lambdas"] = [None] * len(sched.get("lr_lambdas", []))
+        self.scheduler.load_state_dict(sched)
+        self.state = TrainState.from_dict(ckpt["state"])
+
+    def _restore_rng(self, states: list[dict[str, Any]]) -> None:
+        set_rng_state(states[self.env.rank] if self.env.rank < len(states) else states[0])

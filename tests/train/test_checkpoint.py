@@ -1,0 +1,120 @@
+"""Atomic checkpoints, exact resume, and loading for inference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.train import load_checkpoint, load_for_inference, save_checkpoint
+from attnlab.train.checkpoint import find_checkpoint
+
+from .helpers import Crash, CrashingToy, assert_same_tensors, run, strip_timing
+
+
+def test_crash_during_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"model": {"w": torch.ones(3)}})
+
+    def broken_save(obj, f, *args, **kwargs):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(path, {"model": {"w": torch.zeros(3)}})
+    monkeypatch.undo()
+    assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left
+
+
+def test_checkpoint_round_trip_and_version(tmp_path):
+    save_checkpoint(tmp_path / "a.pt", {"x": [1, 2.5, "s", None], "t": torch.arange(3)})
+    ckpt = load_checkpoint(tmp_path / "a.pt")
+    assert ckpt["x"] == [1, 2.5, "s", None] and torch.equal(ckpt["t"], torch.arange(3))
+    torch.save({"x": 1}, tmp_path / "b.pt")
+    with pytest.raises(ValueError, match="not an attnlab checkpoint"):
+        load_checkpoint(tmp_path / "b.pt")
+    with pytest.raises(FileNotFoundError):
+        find_checkpoint(tmp_path / "missing")
+
+
+# Toy run: 96 examples, batch 16 -> 6 steps per epoch, 3 epochs = 18 steps. ``last.pt`` is
+# written every 4 steps and at epoch ends (6, 12, 18); with evaluations every 5 steps also at
+# 5, 10, 15. The crash discards the step it happens in and everything after the last save.
+RESUME_CASES = {
+    # crash in step 7 -> resume from the epoch-end checkpoint of step 6
+    "epoch_boundary": (["--train.checkpoint_every=4"], 7, (6, 1, 0)),
+    # crash in step 11 -> resume from step 8, batch 2 of epoch 2 (mid-epoch)
+    "mid_epoch": (["--train.checkpoint_every=4"], 11, (8, 1, 2)),
+    # mid-epoch evaluations, patience, token batching, 2 accumulation micro-batches per step
+    "eval_every_accum_tokens": (
+        ["--train.eval_every=5", "--train.patience=3", "--train.grad_accum=2",
+         "--train.batch_tokens=100", "--train.checkpoint_every=0"],
+        2 * 13,  # 2 loss calls per step: crash in step 13 -> resume from step 10
+        (10, None, None),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(RESUME_CASES))
+def test_resume_equals_uninterrupted_bitwise(tmp_path, case):
+    overrides, crash_at, (resume_step, resume_epoch, resume_batch) = RESUME_CASES[case]
+    overrides = [*overrides, "--model.encoder.dropout=0.3"]  # dropout: RNG must be restored
+
+    full = run(tmp_path / "full", *overrides)
+
+    with pytest.raises(Crash):
+        run(tmp_path / "cut", *overrides, task=CrashingToy(crash_at))
+    state = load_checkpoint(tmp_path / "cut" / "last.pt")["state"]
+    assert state["step"] == resume_step
+    if resume_epoch is not None:
+        assert (state["epoch"], state["batch_in_epoch"]) == (resume_epoch, resume_batch)
+    resumed = run(tmp_path / "cut", *overrides, resume=True)
+
+    # Final weights, optimizer, scheduler, RNG states and counters: bitwise equal.
+    a = load_checkpoint(tmp_path / "full" / "last.pt")
+    b = load_checkpoint(tmp_path / "cut" / "last.pt")
+    for key in ("model", "optimizer", "scheduler", "rng", "task"):
+        assert_same_tensors(a[key], b[key], key)
+    assert_same_tensors(
+        load_checkpoint(tmp_path / "full" / "best.pt")["model"],
+        load_checkpoint(tmp_path / "cut" / "best.pt")["model"],
+        "best.model",
+    )
+    # Same evaluations, same best, same test metrics.
+    assert strip_timing(resumed.history) == strip_timing(full.history)
+    assert (resumed.best_score, resumed.best_step, resumed.steps, resumed.epochs) == (
+        full.best_score, full.best_step, full.steps, full.epochs,
+    )  # fmt: skip
+    assert resumed.test == full.test and resumed.best_dev == full.best_dev
+    # metrics.csv was regenerated from the checkpointed history: no duplicated rows.
+    rows = (tmp_path / "cut" / "metrics.csv").read_text().strip().splitlines()
+    assert len(rows) == 1 + len(full.history)
+
+
+def test_resume_of_a_finished_run_changes_nothing(tmp_path):
+    first = run(tmp_path, "--train.epochs=2")
+    before = load_checkpoint(tmp_path / "last.pt")
+    again = run(tmp_path, "--train.epochs=2", resume=True)
+    assert again.steps == first.steps and again.test == first.test
+    assert_same_tensors(before["model"], load_checkpoint(tmp_path / "last.pt")["model"])
+
+
+def test_resume_without_checkpoint_starts_fresh(tmp_path):
+    result = run(tmp_path, "--train.epochs=1", resume=True)
+    assert result.steps == 6
+
+
+def test_load_for_inference(tmp_path):
+    result = run(tmp_path, "--train.epochs=2", mode="tag")
+    task, model, cfg = load_for_inference(tmp_path, setup=True)
+    assert not model.training and cfg.task == "toy" and cfg.task_options.mode == "tag"
+    assert task.tokens is not None and task.unit == "tok"
+    test = task.splits()["test"]
+    with torch.no_grad():
+        metrics = task.evaluate(model, [task.collate(test[i : i + 16]) for i in range(0, 32, 16)])
+    assert metrics == pytest.approx(result.test)
+    # Without setup: vocabularies from the checkpoint suffice to predict.
+    task2, model2, _ = load_for_inference(tmp_path / "best.pt")
+    batch = task2.collate([{"tokens": list("abz"), "target": ["V", "C", "C"]}])  # z: unknown
+    assert model2(batch["ids"], batch["lengths"]).shape == (1, 3, 2)

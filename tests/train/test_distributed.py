@@ -1,0 +1,87 @@
+"""DDP on CPU: ``torchrun`` with 2 processes equals one process with the same global batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from attnlab.train.distributed import (
+    DistEnv,
+    all_gather_object,
+    all_reduce_sum,
+    broadcast_object,
+    env_ranks,
+    init_distributed,
+    wrap_model,
+)
+
+from .helpers import final_weights, run, strip_timing
+
+SCRIPT = Path(__file__).with_name("ddp_toy.py")
+
+# Tag mode (ranks hold different numbers of tokens), 99 examples in global batches of 16: the
+# last batch of 3 examples leaves one of the 2 ranks x 2 accumulation micro-batches empty.
+OVERRIDES = [
+    "--task_options.mode=tag",
+    "--task_options.n_train=99",
+    "--model.encoder.dropout=0",  # dropout masks differ per rank by design
+    "--train.epochs=2",
+    "--train.batch_size=16",
+]
+
+
+def test_single_process_env(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert env_ranks() == (0, 1, 0, 1)
+    env = init_distributed("cpu")
+    assert env == DistEnv() and env.is_main and not env.distributed
+    x = torch.ones(2)
+    assert all_reduce_sum(x, env) is x and torch.equal(x, torch.ones(2))
+    assert broadcast_object({"a": 1}, env) == {"a": 1} and all_gather_object(3, env) == [3]
+    model = torch.nn.Linear(2, 2)
+    assert wrap_model(model, env) is model
+    assert not dist.is_initialized()
+
+
+def test_torchrun_two_processes_match_one(tmp_path):
+    ddp_dir, report_dir = tmp_path / "ddp", tmp_path / "report"
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "OMP_NUM_THREADS")
+    }
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        str(SCRIPT), str(ddp_dir), str(report_dir), *OVERRIDES, "--train.grad_accum=2",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    reports = [json.loads((report_dir / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["rank"], r["world_size"], r["distributed"]) for r in reports] == [
+        (0, 2, True), (1, 2, True),
+    ]  # fmt: skip
+    assert all(r["threads"] == 1 for r in reports)  # 2 ranks share the cores
+    r0, r1 = (r["result"] for r in reports)
+    assert r0["test"] == r1["test"] and r0["best_dev"] == r1["best_dev"]  # ranks agree
+    assert r0["steps"] == 14  # ceil(99 / 16) = 7 steps per epoch
+
+    single = run(tmp_path / "single", *OVERRIDES)
+    a, b = final_weights(ddp_dir), final_weights(tmp_path / "single")
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5)
+    for row_ddp, row_single in zip(strip_timing(r0["history"]), strip_timing(single.history)):
+        assert row_ddp.keys() == row_single.keys()
+        for key in row_ddp:
+            assert row_ddp[key] == pytest.approx(row_single[key], abs=1e-5), key
+    assert r0["test"] == pytest.approx(single.test, abs=1e-5)
+    # Rank 0 alone wrote the run directory.
+    assert sorted(p.name for p in ddp_dir.iterdir()) == [
+        "best.pt", "config.json", "last.pt", "metrics.csv", "metrics.json",
+    ]  # fmt: skip
