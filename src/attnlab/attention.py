@@ -109,8 +109,11 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"heads must be a positive divisor of dim={dim}, got heads={heads!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        if backend != "auto":
-            BACKENDS.get(backend)  # unknown names list the valid ones
+        if backend != "auto" and backend not in BACKENDS:
+            # As BACKENDS.get's error, but "auto" is a valid choice here too.
+            raise ValueError(
+                f"unknown backend {backend!r}; valid choices: auto, {', '.join(BACKENDS.names())}"
+            )
         NORMALIZATIONS.get(normalize)
         if kernel_options and kernel is None:
             raise ValueError(
@@ -241,6 +244,9 @@ class MultiHeadAttention(nn.Module):
             m.embed_dim, m.num_heads, dropout=m.dropout, bias=has_bias,
             context_dim=None if m._qkv_same_embed_dim else m.kdim, **kwargs,
         )  # fmt: skip
+        # Take m's dtype before copying: copied into float32 first, float64 weights would round.
+        p = m.out_proj.weight
+        layer = layer.to(device=p.device, dtype=p.dtype)
         e = m.embed_dim
         with torch.no_grad():
             if m._qkv_same_embed_dim:
@@ -255,8 +261,7 @@ class MultiHeadAttention(nn.Module):
                 layer.q_proj.bias.copy_(bq)
                 layer.kv_proj.bias.copy_(bkv)
                 layer.out_proj.bias.copy_(m.out_proj.bias)
-        p = m.out_proj.weight
-        return layer.to(device=p.device, dtype=p.dtype)
+        return layer.train(m.training)  # same dropout behaviour as m
 
     def extra_repr(self) -> str:
         return (

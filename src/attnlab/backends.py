@@ -152,6 +152,10 @@ def _flex_attention():
     return _compiled_flex
 
 
+#: dtypes PyTorch's CPU FlexAttention kernel accepts (float64 fails inside inductor)
+_FLEX_CPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 @BACKENDS.register("flex")
 class FlexBackend(Backend):
     name = "flex"
@@ -171,6 +175,8 @@ class FlexBackend(Backend):
             return "PyTorch's FlexAttention has no backward pass on CPU (use torch.no_grad())"
         if p.q.shape[-1] != p.v.shape[-1]:
             return "value head dim differs from query head dim"
+        if p.q.device.type == "cpu" and p.q.dtype not in _FLEX_CPU_DTYPES:
+            return f"FlexAttention on CPU supports float32, float16 and bfloat16, not {p.q.dtype}"
         return None
 
     def block_mask(self, p: Problem):
@@ -283,7 +289,11 @@ class ChunkedBackend(Backend):
         return acc.to(v.dtype)
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
-        _, _, i, _ = p.shape
+        b, _, i, j = p.shape
+        if p.mask is not None:
+            # Tiles evaluate the mask piecewise, never via dense(): validate its size once here.
+            mask = p.mask if isinstance(p.mask, Mask) else _Dense(p.mask)
+            mask.check(b, i + p.q_offset, j)
         t = self.tile_size(p)
         outs = []
         for qs in range(0, i, t):

@@ -281,7 +281,8 @@ def attend(
         q_offset: position of the first query (for masks, under incremental decoding).
 
     Returns:
-        ``AttendOutput(out, weights)`` with weights after normalisation, before dropout.
+        ``AttendOutput(out, weights)`` with weights after normalisation, before dropout, in
+        ``q``'s dtype (float32 under autocast).
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(
@@ -300,4 +301,6 @@ def attend(
     w = get_normalize(normalize)(s, mask)  # float32, (b, h, i, j)
     a = F.dropout(w, dropout, training=True) if training and dropout > 0 else w
     out = a.to(v.dtype) @ v  # (b, h, i, e)
-    return AttendOutput(out, w.to(q.dtype))
+    # Under autocast the weights stay in float32, as autocast's own softmax returns them;
+    # cast to bf16 their rows would no longer sum to one (bf16 has 8 bits of mantissa).
+    return AttendOutput(out, w if torch.is_autocast_enabled(q.device.type) else w.to(q.dtype))

@@ -43,6 +43,8 @@ class Mask:
 
     #: whether :meth:`mask_mod` reads its ``b`` argument (e.g. per-sequence lengths)
     uses_batch: bool = False
+    #: whether :meth:`mask_mod` reads its ``h`` argument (e.g. a per-head dense tensor)
+    uses_heads: bool = False
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         raise NotImplementedError
@@ -100,11 +102,17 @@ class Mask:
 
         self.check(batch, q_len, kv_len)
         b = batch if self.uses_batch else None
-        key = (b, q_len, kv_len, str(device), block_size)
+        h = heads if self.uses_heads else None  # else the block sparsity of head 0 serves all
+        key = (b, h, q_len, kv_len, str(device), block_size)
         cache = self.__dict__.setdefault("_block_masks", {})
         if key not in cache:
+            # A plain 4-argument function: FlexAttention tells mask_mod from score_mod by
+            # counting positional arguments, and a bound method's code counts ``self`` too.
+            def mask_mod(b, h, q_idx, kv_idx):
+                return self.mask_mod(b, h, q_idx, kv_idx)
+
             cache[key] = create_block_mask(
-                self.mask_mod, b, None, q_len, kv_len, device=device, BLOCK_SIZE=block_size
+                mask_mod, b, h, q_len, kv_len, device=device, BLOCK_SIZE=block_size
             )
         return cache[key]
 
@@ -125,6 +133,7 @@ class _Binary(Mask):
     def __init__(self, left: Mask, right: Mask) -> None:
         self.left, self.right = left, right
         self.uses_batch = left.uses_batch or right.uses_batch
+        self.uses_heads = left.uses_heads or right.uses_heads
 
     def check(self, batch: int, q_len: int, kv_len: int) -> None:
         self.left.check(batch, q_len, kv_len)
@@ -261,6 +270,7 @@ class _Dense(Mask):
     def __init__(self, tensor: Tensor) -> None:
         self.tensor = tensor
         self.uses_batch = tensor.dim() == 4 and tensor.shape[0] > 1
+        self.uses_heads = tensor.dim() == 4 and tensor.shape[1] > 1
 
     def check(self, batch: int, q_len: int, kv_len: int) -> None:
         check_mask_tensor(self.tensor, batch, None, q_len, kv_len)

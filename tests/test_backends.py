@@ -1,0 +1,308 @@
+"""Every backend computes exactly what the reference path computes, for every request it claims,
+and refuses by name the ones it cannot compute.
+
+FlexAttention compiles (seconds per mask kind on CPU): its tests carry the ``compile`` marker,
+and only a few mask kinds, at one shared shape, run outside ``slow``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab import masks
+from attnlab.backends import (
+    BACKENDS,
+    ChunkedBackend,
+    FlexBackend,
+    Problem,
+    ReferenceBackend,
+    SDPABackend,
+    get_backend,
+    run_backend,
+)
+from attnlab.functional import NORMALIZATIONS, SCORES, attend, get_normalize, get_score, make_score
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+F64 = torch.float64
+EXACT = ["reference", "sdpa", "chunked"]  # backends that run in float64 with gradients on CPU
+
+
+def make_backend(name: str):
+    # Tiles smaller than n, and n no multiple of them: every tile shape occurs.
+    return ChunkedBackend(tile=16) if name == "chunked" else get_backend(name)
+
+
+def make_problem(
+    score: str,
+    normalize: str,
+    mask,
+    with_bias: bool,
+    *,
+    b: int = 2,
+    h: int = 2,
+    i: int = 50,
+    j: int | None = None,
+    d: int = 8,
+    dtype: torch.dtype = F64,
+    requires_grad: bool = True,
+    **kwargs,
+) -> Problem:
+    j = i if j is None else j
+    q = torch.randn(b, h, i, d, dtype=dtype, requires_grad=requires_grad)
+    k = torch.randn(b, h, j, d, dtype=dtype, requires_grad=requires_grad)
+    v = torch.randn(b, h, j, d, dtype=dtype, requires_grad=requires_grad)
+    sc = (
+        make_score(score, head_dim=d, heads=h).to(dtype)
+        if score == "additive"
+        else get_score(score)
+    )
+    bias = None
+    if with_bias:
+        bias = torch.randn(1, h, i, j, dtype=dtype, requires_grad=requires_grad)
+    return Problem(q, k, v, sc, get_normalize(normalize), mask=mask, bias=bias, **kwargs)
+
+
+def reference(p: Problem) -> torch.Tensor:
+    return attend(
+        p.q, p.k, p.v, score=p.score, normalize=p.normalize, mask=p.mask, bias=p.bias,
+        q_offset=p.q_offset,
+    ).out  # fmt: skip
+
+
+def differentiable(p: Problem) -> list[torch.Tensor]:
+    ts = [p.q, p.k, p.v] + ([p.bias] if p.bias is not None else [])
+    if isinstance(p.score, torch.nn.Module):
+        ts += list(p.score.parameters())
+    return ts
+
+
+def assert_same_values_and_gradients(out, want, p: Problem, tol: float) -> None:
+    torch.testing.assert_close(out, want, atol=tol, rtol=0)
+    g = torch.randn_like(want)
+    ts = differentiable(p)
+    got_g = torch.autograd.grad(out, ts, g)
+    want_g = torch.autograd.grad(want, ts, g)
+    for name, a, c in zip(["q", "k", "v", "bias/param", "param", "param"], got_g, want_g):
+        torch.testing.assert_close(a, c, atol=tol * 10, rtol=0, msg=f"gradient of {name}")
+
+
+# ---- every backend x score x normalisation x mask x bias -----------------------------------------
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
+@pytest.mark.parametrize("score", SCORES.names())
+@pytest.mark.parametrize("backend", EXACT)
+def test_backend_equals_reference(backend, score, normalize, mask_kind, with_bias, make_mask):
+    p = make_problem(score, normalize, make_mask(mask_kind, 2, 2, 50), with_bias)
+    kernel = make_backend(backend)
+    reason = kernel.unsupported(p)
+    if reason is not None:
+        with pytest.raises(ValueError, match=f"backend '{backend}' cannot compute this request"):
+            run_backend(backend, p)
+        return
+    out, weights = kernel(p)
+    assert weights is None
+    assert_same_values_and_gradients(out, reference(p), p, tol=1e-12)
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
+@pytest.mark.parametrize("score", SCORES.names())
+def test_flex_refuses_what_it_cannot_compute(score, normalize, with_bias):
+    # Checked before any compilation: cheap, in the default run.
+    p = make_problem(score, normalize, masks.causal(), with_bias, dtype=torch.float32)
+    with torch.no_grad():
+        reason = FlexBackend().unsupported(p)
+        if score in ("dot", "scaled_dot") and normalize == "softmax" and not with_bias:
+            assert reason is None
+            return
+        assert reason
+        with pytest.raises(ValueError, match="backend 'flex' cannot compute this request"):
+            run_backend("flex", p)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(requires_grad=True), "no backward pass on CPU"),
+        (dict(dtype=F64), "float64"),
+        (dict(q_offset=3), "q_offset"),
+        (dict(dropout=0.1), "dropout"),
+        (dict(need_weights=True), "weights"),
+    ],
+)
+def test_flex_refusals_name_the_reason(change, match):
+    kwargs = dict(dtype=torch.float32, requires_grad=False) | change
+    p = make_problem("scaled_dot", "softmax", masks.causal(), False, **kwargs)
+    with pytest.raises(ValueError, match=f"backend 'flex'.*{match}"):
+        run_backend("flex", p)
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "chunked", "flex"])
+def test_need_weights_only_on_reference(backend):
+    p = make_problem("scaled_dot", "softmax", None, False, need_weights=True)
+    with pytest.raises(ValueError, match=f"backend '{backend}'.*need_weights=True"):
+        run_backend(backend, p)
+    out, weights, ran = run_backend("reference", p)
+    assert ran == "reference"
+    torch.testing.assert_close(weights, attend(p.q, p.k, p.v).weights)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "padding", "tensor"])
+def test_cross_attention_shapes(backend, mask_kind):
+    # Fewer queries than keys, and a value dim that differs from the key dim.
+    b, h, i, j = 2, 2, 23, 50
+    mask = {
+        "none": None,
+        "causal": masks.causal(),
+        "padding": masks.padding([j - 5, 0]),
+        "tensor": torch.rand(b, 1, i, j) < 0.5,
+    }[mask_kind]
+    q = torch.randn(b, h, i, 8, dtype=F64, requires_grad=True)
+    k = torch.randn(b, h, j, 8, dtype=F64, requires_grad=True)
+    v = torch.randn(b, h, j, 5, dtype=F64, requires_grad=True)
+    p = Problem(q, k, v, get_score("scaled_dot"), get_normalize("softmax"), mask=mask)
+    out, _ = make_backend(backend)(p)
+    assert out.shape == (b, h, i, 5)
+    assert_same_values_and_gradients(out, reference(p), p, tol=1e-12)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+@pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
+def test_q_offset_equals_the_last_rows(backend, normalize):
+    # Incremental decoding: 3 new queries after 47 cached keys see the causal mask's last rows.
+    p = make_problem("scaled_dot", normalize, masks.causal(), False)
+    full = reference(p)
+    q_last = p.q[:, :, -3:]
+    tail = Problem(q_last, p.k, p.v, p.score, p.normalize, mask=masks.causal(), q_offset=47)
+    if make_backend(backend).unsupported(tail):
+        pytest.skip("unsupported")
+    out, _ = make_backend(backend)(tail)
+    torch.testing.assert_close(out, full[:, :, -3:], atol=1e-12, rtol=0)
+
+
+# ---- fully masked rows --------------------------------------------------------------------------
+@pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
+@pytest.mark.parametrize("score", SCORES.names())
+@pytest.mark.parametrize("backend", EXACT)
+def test_fully_masked_rows_give_zeros_and_finite_gradients(backend, score, normalize):
+    mask = torch.rand(2, 2, 20, 20) < 0.6
+    mask[0, :, 3] = False  # a row empty in every head
+    mask[1, 1, 7:12] = False  # rows empty in one head
+    p = make_problem(score, normalize, mask, True, i=20)
+    kernel = make_backend(backend)
+    if kernel.unsupported(p):
+        pytest.skip("unsupported")
+    out, _ = kernel(p)
+    empty = ~mask.any(-1)
+    assert (out[empty] == 0).all()
+    assert torch.isfinite(out).all()
+    for g in torch.autograd.grad(out.square().sum(), differentiable(p)):
+        assert torch.isfinite(g).all()
+
+
+# ---- chunked specifics --------------------------------------------------------------------------
+def test_chunked_tile_size_from_budget():
+    p = make_problem("scaled_dot", "softmax", None, False, b=2, h=4)
+    t = ChunkedBackend(budget=1 << 16).tile_size(p)
+    assert t == 64  # largest power of two with 2 * 4 * t^2 <= 2^16
+    assert ChunkedBackend(budget=1).tile_size(p) == 16  # never below 16
+    pa = make_problem("additive", "softmax", None, False, b=2, h=4)
+    assert ChunkedBackend(budget=1 << 16).tile_size(pa) == 32  # 8 hidden units per pair
+
+
+def test_chunked_checks_the_mask_size_before_tiling():
+    p = make_problem("scaled_dot", "relu", None, False, b=2)
+    p.mask = masks.padding([3, 4, 5])
+    with pytest.raises(ValueError, match="lengths has 3 entries but the batch has 2"):
+        ChunkedBackend(tile=16)(p)
+    p.mask = masks.graph(torch.tensor([[0], [1]]), 60)
+    with pytest.raises(ValueError, match="graph: the mask is for 60 nodes"):
+        ChunkedBackend(tile=16)(p)
+
+
+@pytest.mark.parametrize("normalize", ["softmax", "relu"])
+@pytest.mark.parametrize("backend", ["reference", "chunked"])
+def test_dropout_gradients_match_their_forward(backend, normalize):
+    # With a fixed seed the dropped forward is a deterministic function; its gradient must be
+    # that function's, so the checkpointed tiles must redraw the same dropout mask in backward.
+    kernel = ChunkedBackend(tile=4) if backend == "chunked" else ReferenceBackend()
+    shapes = [(1, 1, 6, 3), (1, 1, 9, 3), (1, 1, 9, 2)]
+    inputs = tuple(torch.randn(s, dtype=F64, requires_grad=True) for s in shapes)
+
+    def fn(q, k, v):
+        torch.manual_seed(1234)
+        p = Problem(q, k, v, get_score("scaled_dot"), get_normalize(normalize), dropout=0.5)
+        return kernel(p)[0]
+
+    assert not torch.equal(fn(*inputs), attend(*inputs, normalize=normalize).out)
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+@pytest.mark.parametrize("score, normalize", [("scaled_dot", "softmax"), ("additive", "sigmoid")])
+def test_bf16_autocast(backend, score, normalize):
+    # Tiled under autocast: close to float32, finite gradients through the checkpointed tiles.
+    p = make_problem(score, normalize, masks.local(7) & masks.padding([50, 31]), False, dtype=torch.float32)  # fmt: skip
+    kernel = make_backend(backend)
+    if kernel.unsupported(p):
+        pytest.skip("unsupported")
+    want = reference(p)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = Problem(p.q.bfloat16(), p.k.bfloat16(), p.v.bfloat16(), p.score, p.normalize, mask=p.mask)  # fmt: skip
+        out, _ = kernel(low)
+    torch.testing.assert_close(out.float(), want, atol=3e-2, rtol=3e-2)
+    for g in torch.autograd.grad(out.float().square().sum(), differentiable(p)):
+        assert torch.isfinite(g).all()
+
+
+def test_get_backend():
+    assert isinstance(get_backend("sdpa"), SDPABackend)
+    with pytest.raises(ValueError, match="valid choices: chunked, flex, reference, sdpa"):
+        get_backend("cuda")
+    with pytest.raises(ValueError, match="select_backend"):
+        get_backend("auto")
+    assert BACKENDS.names() == ["chunked", "flex", "reference", "sdpa"]
+
+
+# ---- flex (compiled) -----------------------------------------------------------------------------
+#: one shared shape: a new shape or mask kind costs a compilation
+FLEX_SHAPE = dict(b=2, h=2, i=256, d=16)
+FLEX_DEFAULT_KINDS = ["causal", "causal&padding"]  # + test_attention's auto flex, at n=320
+FLEX_SLOW_KINDS = ["local|global", "local", "local_causal", "padding", "graph", "global_tokens", "causal&tensor", "tensor"]  # fmt: skip
+FLEX_KINDS = FLEX_DEFAULT_KINDS + [pytest.param(k, marks=pytest.mark.slow) for k in FLEX_SLOW_KINDS]
+
+
+def flex_case(mask, score="scaled_dot", **shape):
+    shape = FLEX_SHAPE | shape
+    p = make_problem(score, "softmax", mask, False, dtype=torch.float32, requires_grad=False, **shape)  # fmt: skip
+    with torch.no_grad():
+        out, _, ran = run_backend("flex", p)
+    assert ran == "flex"
+    return p, out
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("mask_kind", FLEX_KINDS)
+def test_flex_equals_reference(mask_kind, make_mask):
+    p, out = flex_case(make_mask(mask_kind, 2, 2, 256))
+    torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)
+    if mask_kind == "causal&padding":  # the last sequence is empty: zeros, not NaN
+        assert (out[-1] == 0).all()
+
+
+@pytest.mark.compile
+@pytest.mark.slow  # the default run covers n=320 through MultiHeadAttention (test_attention)
+def test_flex_sequence_length_not_a_multiple_of_the_block():
+    p, out = flex_case(masks.causal() & masks.padding([190, 0]), i=200)
+    torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+@pytest.mark.parametrize("mask", [None, masks.causal()], ids=["none", "causal"])
+def test_flex_plain_dot_score(mask):
+    p, out = flex_case(mask, score="dot")
+    torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)
