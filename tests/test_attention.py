@@ -395,6 +395,18 @@ def test_need_weights_with_sdpa_names_the_backend():
         layer(backend="sdpa")(torch.randn(1, 3, 16, dtype=F64), need_weights=True)
 
 
-def test_sdpa_with_a_score_it_cannot_fuse_names_the_backend():
-    with pytest.raises(ValueError, match="backend 'sdpa'.*normalization 'relu' is not softmax"):
-        layer(backend="sdpa", normalize="relu")(torch.randn(1, 3, 16, dtype=F64))
+@pytest.mark.parametrize("backend", ["sdpa", "flex"])
+@pytest.mark.parametrize("kw", [{"normalize": "relu"}, {"score": "additive"}])
+def test_impossible_backend_combination_fails_at_construction(backend, kw):
+    with pytest.raises(ValueError, match=f"backend '{backend}' computes dot-product.*chunked"):
+        layer(backend=backend, **kw)
+
+
+def test_cross_attention_positional_with_cache_is_refused():
+    from attnlab import KVCache
+    from attnlab.positional import Rotary
+
+    m = layer()
+    x, ctx = torch.randn(1, 2, 16, dtype=F64), torch.randn(1, 3, 16, dtype=F64)
+    with pytest.raises(ValueError, match="positional: with cross-attention and a KV cache"):
+        m(x, ctx, positional=Rotary(4), cache=KVCache())

@@ -124,6 +124,13 @@ class MultiHeadAttention(nn.Module):
         self.dropout, self.backend = dropout, backend
         self.score = make_score(score, head_dim=self.head_dim, heads=heads)
         self.normalize = get_normalize(normalize)
+        fused = self.score.fused_scale(self.head_dim) is not None and normalize == "softmax"
+        if backend in ("sdpa", "flex") and not fused:
+            raise ValueError(
+                f"backend {backend!r} computes dot-product scores with softmax only; got "
+                f"score={score!r}, normalize={normalize!r}. Use backend='chunked' (any score and "
+                "normalization, memory O(n)) or 'reference' (returns the weights), or 'auto'."
+            )
         self.q_proj = nn.Linear(dim, dim, bias=bias)
         self.kv_proj = nn.Linear(self.context_dim, 2 * dim, bias=bias)  # [keys; values]
         self.out_proj = nn.Linear(dim, dim, bias=bias)
@@ -175,6 +182,12 @@ class MultiHeadAttention(nn.Module):
                 )
         b, n, _ = x.shape
         h, d = self.heads, self.head_dim
+        if positional is not None and context is not None and cache is not None:
+            raise ValueError(
+                "positional: with cross-attention and a KV cache the queries' positions are not "
+                "known to the layer; apply positional encodings in self-attention (as "
+                "TransformerDecoder does), or call without a cache"
+            )
         offset = cache.length if (cache is not None and context is None) else 0
         acts_on = positional.acts_on if positional is not None else None
         if acts_on == "input":
