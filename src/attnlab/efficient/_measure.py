@@ -1,0 +1,142 @@
+"""How the benchmark measures: median wall time, peak tensor memory, and a memory estimate.
+
+Peak memory on CPU: PyTorch keeps no allocator statistics for CPU tensors (there is no
+``torch.cpu.max_memory_allocated``), and the process's RSS mixes tensors with the allocator's
+cached pages, library code and untouched (``torch.empty``) pages. Instead the profiler's
+memory events (``profile_memory=True``) are replayed: each allocation and free of the c10 CPU
+allocator arrives with its size and time stamp, so the running sum over the measured call is
+its live tensor bytes and its maximum the peak the call adds on top of what existed before.
+:func:`peak_tensor_bytes` is checked against known allocations in the tests.
+
+Legend: ``b`` batch, ``h`` heads, ``n`` tokens, ``d`` head dim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["median_time", "peak_tensor_bytes", "estimate_bytes", "available_bytes"]
+
+
+def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall time (seconds) of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def peak_tensor_bytes(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """Peak bytes of CPU tensors that ``fn()`` holds at once beyond what existed before it.
+
+    Replays the profiler's allocator events in time order; returns ``(peak, fn's result)``.
+    Tensors ``fn`` returns count until they are freed (a returned tensor still alive at the
+    end is part of the peak).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # kineto logs every start and stop on the C-level stderr
+        prof.start()
+    try:
+        result = fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    # The kineto results carry every allocator event with a signed size and a time stamp
+    # (FunctionEvent lists fold allocations into their op, which hides the peak inside it).
+    events = prof.profiler.kineto_results.events()
+    deltas = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in events
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
+    live = peak = 0
+    for _, nbytes in deltas:
+        live += nbytes
+        peak = max(peak, live)
+    return peak, result
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 (C++ logging) for the duration; Python errors still raise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+#: score-like elements each query materialises, per head (beyond O(d) vectors), by kernel
+def _per_query(name: str, n: int, opts: dict[str, Any], d: int) -> float:
+    block = opts.get("block")
+    if name in ("reference", "synthesizer"):
+        return n
+    if name == "sdpa":
+        return 0
+    if name in ("local", "longformer"):
+        w = opts.get("window", 128)
+        c = block or min(max(w, 16), 256)
+        return c + 2 * w + len(opts.get("global_tokens", (0,)))
+    if name == "bigbird":
+        c = block or 64
+        per = 2 * opts.get("window_blocks", 1) + 1 + opts.get("random_blocks", 3)
+        return (per + opts.get("global_blocks", 1)) * c
+    if name == "linformer":
+        return opts.get("k", 256)
+    if name == "performer":
+        return 2 * opts.get("features", 256)
+    if name == "linear":
+        return opts.get("chunk", 64) + d
+    if name == "nystrom":
+        return 3 * opts.get("landmarks", 64)
+    if name == "reformer":
+        buckets = opts.get("buckets", 32)
+        return opts.get("rounds", 2) * 2 * (opts.get("chunk") or -(-n // buckets))
+    if name == "sinkhorn":
+        return 2 * (block or 64)
+    return n  # unknown: assume quadratic
+
+
+def estimate_bytes(
+    name: str, n: int, opts: dict[str, Any], *, batch: int, heads: int, d: int, mode: str
+) -> int:
+    """A deliberately generous estimate of the peak bytes of one measurement, used only to skip
+    what would not fit: ``(b h n)`` queries times the elements each materialises, a few copies
+    each (more when the backward keeps them), plus ``O(b h n d)`` vectors and the ``h L^2``
+    random synthesizer's parameters."""
+    copies = 4 if mode == "fwd" else 10
+    rows = batch * heads * n
+    total = rows * _per_query(name, n, opts, d) * copies + rows * d * 16
+    if name == "synthesizer" and opts.get("mode") == "random":
+        total += heads * opts.get("max_len", n) ** 2 * (1 if mode == "fwd" else 3)
+    return int(total * 4)
+
+
+def available_bytes() -> int:
+    """Memory the system can still give (``MemAvailable``), or 8 GiB if it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 << 30

@@ -1,0 +1,174 @@
+"""Linear attention (Katharopoulos et al. 2020): a feature map instead of the softmax, and the
+causal form as an RNN.
+
+Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` feature
+(head) dim, ``e`` value head dim, ``r`` chunks, ``c`` chunk length.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .base import AttentionKernel, MaskParts
+
+__all__ = ["LinearKernel", "LinearState", "linear_attention", "elu_feature_map"]
+
+
+def elu_feature_map(x: Tensor) -> Tensor:
+    """:math:`\\phi(x) = \\mathrm{elu}(x) + 1 > 0` (Katharopoulos et al. 2020, Eq. 7)."""
+    return F.elu(x) + 1.0
+
+
+def _ratio(num: Tensor, den: Tensor) -> Tensor:
+    """``num / den`` with 0 where no key contributed (``den == 0``: zeros, not NaN)."""
+    return num / den.clamp_min(torch.finfo(den.dtype).tiny).unsqueeze(-1)
+
+
+def linear_attention(
+    phi_q: Tensor, phi_k: Tensor, v: Tensor, *, causal: bool, q_offset: int = 0, chunk: int = 64
+) -> Tensor:
+    r"""Kernelised attention :math:`o_i = \phi(q_i)^\top S / \phi(q_i)^\top z` with
+    :math:`S = \sum_j \phi(k_j) v_j^\top` and :math:`z = \sum_j \phi(k_j)`, the sums running over
+    all keys, or over :math:`j \le p_i` (the query's position) when ``causal``.
+
+    Keys that must not be attended to (padding) should come with :math:`\phi(k_j) = 0`.
+
+    The causal form is computed chunk by chunk (a vectorised prefix sum): within a chunk of
+    ``c`` queries, a masked ``c x c`` product; across chunks, the running state ``S`` (exclusive
+    cumulative sum of per-chunk ``phi(K)^T V``). Time ``O(n c d + n d e)``, memory
+    ``O(n d e / c)``, instead of the ``O(n d e)`` of a cumulative sum of outer products.
+
+    Args:
+        phi_q: ``(b, h, i, d)`` non-negative query features.
+        phi_k: ``(b, h, j, d)`` non-negative key features.
+        v: ``(b, h, j, e)``.
+        causal: query ``t`` (position ``q_offset + t``) sees keys ``j <= q_offset + t`` only.
+        q_offset: position of the first query (incremental decoding).
+        chunk: chunk length ``c`` of the causal form.
+
+    Returns:
+        ``(b, h, i, e)`` in float32 or wider.
+    """
+    dtype = torch.promote_types(torch.promote_types(phi_q.dtype, v.dtype), torch.float32)
+    phi_q, phi_k, v = phi_q.to(dtype), phi_k.to(dtype), v.to(dtype)
+    if not causal:
+        kv = torch.einsum("bhjd,bhje->bhde", phi_k, v)  # (b, h, d, e)
+        z = phi_k.sum(2)  # (b, h, d)
+        num = phi_q @ kv  # (b, h, i, e)
+        den = torch.einsum("bhid,bhd->bhi", phi_q, z)
+        return _ratio(num, den)
+    b, h, i, d = phi_q.shape
+    j, e = phi_k.shape[2], v.shape[-1]
+    # Keys before the first query form the initial state; key t of the rest aligns with query t.
+    start = min(q_offset, j)
+    s0 = torch.einsum("bhjd,bhje->bhde", phi_k[:, :, :start], v[:, :, :start])  # (b, h, d, e)
+    z0 = phi_k[:, :, :start].sum(2)  # (b, h, d)
+    phi_k, v = phi_k[:, :, start : start + i], v[:, :, start : start + i]
+    r = -(-i // chunk)
+    pad_q, pad_k = r * chunk - i, r * chunk - phi_k.shape[2]
+    qc = F.pad(phi_q, (0, 0, 0, pad_q)).view(b, h, r, chunk, d)  # (b, h, r, c, d)
+    kc = F.pad(phi_k, (0, 0, 0, pad_k)).view(b, h, r, chunk, d)  # zero features: no key
+    vc = F.pad(v, (0, 0, 0, pad_k)).view(b, h, r, chunk, e)  # (b, h, r, c, e)
+    tri = torch.ones(chunk, chunk, dtype=torch.bool, device=qc.device).tril()
+    a = (qc @ kc.transpose(-2, -1)).masked_fill(~tri, 0.0)  # (b, h, r, c, c) within chunk
+    kv = kc.transpose(-2, -1) @ vc  # (b, h, r, d, e) per chunk
+    state = kv.cumsum(2) - kv + s0.unsqueeze(2)  # state before each chunk
+    z = kc.sum(3)  # (b, h, r, d)
+    z_before = z.cumsum(2) - z + z0.unsqueeze(2)
+    num = a @ vc + qc @ state  # (b, h, r, c, e)
+    den = a.sum(-1) + torch.einsum("bhrcd,bhrd->bhrc", qc, z_before)
+    return _ratio(num, den).reshape(b, h, r * chunk, e)[:, :, :i]
+
+
+class LinearState(NamedTuple):
+    """The RNN state of causal linear attention, of constant size whatever the length."""
+
+    s: Tensor  # (b, h, d, e): sum of phi(k_j) v_j^T so far
+    z: Tensor  # (b, h, d): sum of phi(k_j) so far
+
+
+class LinearKernel(AttentionKernel):
+    r"""Linear attention (Katharopoulos et al. 2020, "Transformers are RNNs").
+
+    The softmax similarity is replaced by a kernel :math:`\phi(q)^\top \phi(k)` with
+    :math:`\phi(x) = \mathrm{elu}(x) + 1` (Eq. 7), and associativity gives (Eq. 5-6)
+
+    .. math::
+        o_i = \frac{\phi(q_i)^\top \sum_j \phi(k_j) v_j^\top}{\phi(q_i)^\top \sum_j \phi(k_j)} .
+
+    Causal attention restricts both sums to :math:`j \le i` (Eq. 8-9), which is an RNN with
+    state :math:`S_i = S_{i-1} + \phi(k_i) v_i^\top`, :math:`z_i = z_{i-1} + \phi(k_i)`
+    (Eq. 16-20): :meth:`step` decodes one token in ``O(d e)`` time and memory, with the same
+    outputs as the parallel form. Padded keys get :math:`\phi(k_j) = 0` (they add nothing to
+    either sum). The softmax's scale :math:`1/\sqrt d` has no counterpart here (the paper
+    uses none).
+
+    Args:
+        dim, heads: model width and number of heads (head dim ``d = dim // heads``).
+        chunk: chunk length of the parallel causal form (default 64); it changes the speed,
+            not the result.
+
+    Complexity: time ``O(n d e)``, memory ``O(n (d + e))`` (non-causal) or
+    ``O(n c + n d e / c)`` (causal, chunked); a decoding step ``O(d e)``.
+    """
+
+    name = "linear"
+    supports_causal = True
+
+    def __init__(self, *, dim: int, heads: int, chunk: int = 64) -> None:
+        super().__init__(dim=dim, heads=heads)
+        if not isinstance(chunk, int) or chunk <= 0:
+            raise ValueError(f"chunk must be a positive int, got {chunk!r}")
+        self.chunk = chunk
+
+    def feature_map(self, x: Tensor) -> Tensor:
+        return elu_feature_map(x)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
+    ) -> Tensor:
+        phi_q, phi_k = self.feature_map(q), self.feature_map(k)
+        if parts.key_valid is not None:
+            # phi(k) = 0 for padded keys: they add nothing to either sum.
+            phi_k = phi_k.masked_fill(~parts.key_valid.transpose(-2, -1), 0.0)  # (b, 1, j, 1)
+        out = linear_attention(
+            phi_q, phi_k, v, causal=parts.causal, q_offset=q_offset, chunk=self.chunk
+        )
+        return out.to(v.dtype)
+
+    # ---- the RNN form -------------------------------------------------------------------------
+    def initial_state(
+        self, b: int, h: int, d: int, e: int, *, dtype: torch.dtype = torch.float32, device=None
+    ) -> LinearState:
+        """The empty state: ``S = 0 (b, h, d, e)``, ``z = 0 (b, h, d)``."""
+        return LinearState(
+            torch.zeros(b, h, d, e, dtype=dtype, device=device),
+            torch.zeros(b, h, d, dtype=dtype, device=device),
+        )
+
+    def step(
+        self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: LinearState
+    ) -> tuple[Tensor, LinearState]:
+        """One causal decoding step (Eq. 18-20): ``(y_t, new_state)``.
+
+        Args:
+            q_t, k_t: ``(b, h, d)`` the new token's query and key.
+            v_t: ``(b, h, e)`` its value.
+            state: :meth:`initial_state` or the previous step's state.
+
+        Returns:
+            ``y_t (b, h, e)``, equal to the parallel causal form's output at this position.
+        """
+        phi_q, phi_k = self.feature_map(q_t), self.feature_map(k_t)
+        s = state.s + phi_k.unsqueeze(-1) * v_t.unsqueeze(-2).to(state.s.dtype)  # (b, h, d, e)
+        z = state.z + phi_k  # (b, h, d)
+        num = torch.einsum("bhd,bhde->bhe", phi_q.to(s.dtype), s)
+        den = torch.einsum("bhd,bhd->bh", phi_q.to(z.dtype), z)
+        return _ratio(num, den).to(v_t.dtype), LinearState(s, z)
+
+    def extra_repr(self) -> str:
+        return f"chunk={self.chunk}"

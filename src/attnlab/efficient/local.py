@@ -1,0 +1,117 @@
+"""Local (sliding-window) attention: exact softmax attention restricted to a window.
+
+Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from .. import masks
+from ..backends import BACKENDS, Problem, run_backend
+from ..functional import ScaledDotScore, SoftmaxNorm
+from ..masks import Mask
+from ._sparse import band_index, gathered_attention
+from .base import AttentionKernel, MaskParts
+
+__all__ = ["LocalKernel", "exact_attention", "check_impl"]
+
+
+def check_impl(impl: str) -> str:
+    """Validate a sparse kernel's ``impl`` option."""
+    if impl not in ("auto", "banded", "exact") and impl not in BACKENDS:
+        raise ValueError(
+            f"impl must be 'auto', 'banded', 'exact' or an exact backend ({BACKENDS.names()}), "
+            f"got {impl!r}"
+        )
+    return impl
+
+
+def exact_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, *, q_offset: int, impl: str
+) -> Tensor:
+    """Exact scaled dot-product softmax attention under ``mask`` on the core's backends
+    (``impl``: a backend name, or ``"auto"`` / ``"exact"`` for the core's automatic choice)."""
+    name = "auto" if impl in ("auto", "exact") else impl
+    p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=mask, q_offset=q_offset)
+    out, _, _ = run_backend(name, p)
+    return out
+
+
+class LocalKernel(AttentionKernel):
+    r"""Sliding-window attention, exact under ``masks.local(window) & mask``.
+
+    Each query attends only to keys within ``window`` positions of itself (Luong et al. 2015's
+    local attention; the restricted self-attention of Vaswani et al. 2017, Sec. 4; the sliding
+    window of Longformer, Beltagy et al. 2020, Sec. 3.1):
+
+    .. math::
+        o_i = \sum_{j : |i - j| \le w}
+              \mathrm{softmax}_j\Big(\frac{q_i \cdot k_j}{\sqrt d}\Big) v_j .
+
+    It is *exact* attention under ``masks.local(window)`` composed with the caller's mask, so
+    every mask works (causal: ``0 <= i - j <= w``). Two ways to compute it, one visible switch:
+
+    * ``impl="banded"``: query blocks of ``block`` gather the band of ``block + 2w`` keys
+      around them (:mod:`attnlab.efficient._sparse`): ``O(n w d)`` time, ``O(n w)`` memory,
+      forward and backward.
+    * ``impl="sdpa" | "flex" | "chunked" | "reference"`` (or ``"exact"``: the core's ``auto``
+      choice): the exact backends of :mod:`attnlab.backends` under ``local(w) & mask``.
+      FlexAttention skips masked tiles but runs forward only on CPU and compiles per shape;
+      ``chunked`` still evaluates the mask on every tile, ``O(n^2)``.
+
+    ``impl="auto"`` (default) takes ``banded`` when the band is at most half of the keys, else
+    the exact backends (for short sequences a dense fused kernel beats gathering).
+
+    Args:
+        dim, heads: model width and number of heads (head dim ``d = dim // heads``).
+        window: ``w``, keys at ``|i - j| <= w`` (default 128). ``w >= n - 1`` is full attention.
+        block: query block of the banded path (default ``min(max(w, 16), 256)``).
+        impl: ``"auto"`` (default), ``"banded"``, ``"exact"`` or an exact backend's name.
+
+    Shapes: as :class:`~attnlab.efficient.base.AttentionKernel`.
+
+    Complexity: time ``O(n w d)``, memory ``O(n w)`` (banded).
+    """
+
+    name = "local"
+    supports_causal = True
+    supports_structured = True
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        heads: int,
+        window: int = 128,
+        block: int | None = None,
+        impl: str = "auto",
+    ) -> None:
+        super().__init__(dim=dim, heads=heads)
+        if not isinstance(window, int) or window < 0:
+            raise ValueError(f"window must be an int >= 0, got {window!r}")
+        if block is not None and (not isinstance(block, int) or block <= 0):
+            raise ValueError(f"block must be a positive int or None, got {block!r}")
+        self.window, self.impl = window, check_impl(impl)
+        self.block = block or min(max(window, 16), 256)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
+    ) -> Tensor:
+        i, j = q.shape[2], k.shape[2]
+        window = masks.local(self.window, causal=parts.causal)
+        mask = window if parts.mask is None else window & parts.mask
+        after = 0 if parts.causal else self.window
+        kk = self.block + self.window + after
+        if self.impl == "banded" or (self.impl == "auto" and 2 * kk <= j):
+            blocks = -(-i // self.block)
+            index = band_index(
+                blocks, self.block, before=self.window, after=after, q_offset=q_offset, kv_len=j
+            )
+            return gathered_attention(
+                q, k, v, index, block=self.block, mask=mask, q_offset=q_offset
+            )
+        return exact_attention(q, k, v, mask, q_offset=q_offset, impl=self.impl)
+
+    def extra_repr(self) -> str:
+        return f"window={self.window}, block={self.block}, impl={self.impl!r}"
