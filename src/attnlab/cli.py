@@ -1,0 +1,162 @@
+"""The ``attnlab`` command line.
+
+``attnlab demo | tasks | train | eval | predict | show | data | bench``. Each subcommand lives
+in a small function; heavy imports happen inside them so ``attnlab --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(out_dir=args.out, quick=args.quick)
+
+
+def _data(args: argparse.Namespace) -> int:
+    from .data import fetch, list_datasets
+
+    if args.action == "list":
+        rows = list_datasets()
+        width = max(len(r.name) for r in rows)
+        for r in rows:
+            where = f"  [{r.location}]" if r.available else ""
+            print(f"{r.name:<{width}}  {'yes' if r.available else 'no ':<3}  {r.license:<22}  "
+                  f"{r.description}{where}")  # fmt: skip
+        return 0
+    for name in args.names:
+        for key, path in fetch(name).items():
+            print(f"{name}:{key}\t{path}")
+    return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from .tasks import TASKS
+
+    for name in TASKS.names():
+        task = TASKS.get(name)
+        print(f"{name:<10} {(task.__doc__ or '').strip().splitlines()[0]}")
+    return 0
+
+
+def _train(args: argparse.Namespace, rest: list[str]) -> int:
+    from .tasks.run import train_command
+
+    return train_command(args.task, rest, config=args.config, resume=args.resume)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .tasks.run import eval_command
+
+    return eval_command(args.checkpoint, data=args.data, split=args.split)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from .tasks.run import predict_command
+
+    texts = list(args.texts)
+    if texts == ["-"]:
+        texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    return predict_command(args.checkpoint, texts, as_json=args.json)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .tasks.run import show_command
+
+    return show_command(args.checkpoint, " ".join(args.text), out=args.out)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .efficient.report_cli import bench_command
+
+    return bench_command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab", description="A command-line lab for self-attention."
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help='train taggers and show how they tag "I saw a saw ."')
+    d.add_argument("--out", default="runs/demo", help="where checkpoints and plots go")
+    d.add_argument("--quick", action="store_true", help="a tiny budget (smoke test)")
+    d.set_defaults(func=_demo)
+
+    sub.add_parser("tasks", help="list the tasks").set_defaults(func=_tasks)
+
+    t = sub.add_parser("train", help="train a model: attnlab train TASK [--a.b=value ...]")
+    t.add_argument("task")
+    t.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out_dir")
+    t.set_defaults(func=_train, takes_rest=True)
+
+    e = sub.add_parser("eval", help="evaluate a checkpoint on its test set or on a file")
+    e.add_argument("checkpoint")
+    e.add_argument("--data", help="a CoNLL-U, word/TAG or 'label sentence' file")
+    e.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    e.set_defaults(func=_eval)
+
+    pr = sub.add_parser("predict", help="tag or classify texts ('-' reads stdin)")
+    pr.add_argument("checkpoint")
+    pr.add_argument("texts", nargs="+")
+    pr.add_argument("--json", action="store_true", help="one JSON object per line")
+    pr.set_defaults(func=_predict)
+
+    s = sub.add_parser("show", help="attention heatmaps of a text, every layer and head")
+    s.add_argument("checkpoint")
+    s.add_argument("text", nargs="+")
+    s.add_argument("--out", required=True, help="PNG file to write")
+    s.set_defaults(func=_show)
+
+    da = sub.add_parser("data", help="datasets: list, fetch")
+    da_sub = da.add_subparsers(dest="action", required=True)
+    da_sub.add_parser("list", help="registered datasets and whether they are available")
+    f = da_sub.add_parser("fetch", help="download (or locate in ATTNLAB_DATA) datasets")
+    f.add_argument("names", nargs="+")
+    da.set_defaults(func=_data)
+
+    b = sub.add_parser("bench", help="benchmarks: attnlab bench attention")
+    b_sub = b.add_subparsers(dest="what", required=True)
+    ba = b_sub.add_parser("attention", help="speed/memory of exact and efficient attention")
+    ba.add_argument("--kernels", nargs="+", default=None,
+                    help="efficient kernels to compare (default: all registered)")  # fmt: skip
+    ba.add_argument("--lengths", nargs="+", type=int, default=None,
+                    help="sequence lengths (default 512 1024 ... 65536)")  # fmt: skip
+    ba.add_argument("--dim", type=int, default=256)
+    ba.add_argument("--heads", type=int, default=4)
+    ba.add_argument("--batch", type=int, default=1)
+    ba.add_argument("--repeats", type=int, default=3)
+    ba.add_argument("--max-memory-gib", type=float, default=16.0,
+                    help="skip (and say so) what is estimated to need more")  # fmt: skip
+    ba.add_argument("--time-budget", type=float, default=120.0,
+                    help="skip a measurement predicted to take longer (seconds)")  # fmt: skip
+    ba.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    ba.add_argument("--out", default="results/bench_attention", help="CSV, PNG and JSON go here")
+    b.set_defaults(func=_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(message)s",
+        stream=sys.stderr,
+    )
+    if rest and not getattr(args, "takes_rest", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        if getattr(args, "takes_rest", False):
+            return args.func(args, rest)
+        return args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"attnlab {args.command}: error: {err}", file=sys.stderr)
+        return 2
