@@ -1,0 +1,85 @@
+"""``attnlab demo`` (``make demo``): why self-attention needs context, on "I saw a saw".
+
+Trains three part-of-speech taggers on the Brown corpus (universal tags) under the same small
+budget: a self-attention tagger and the lecture's fully-connected baselines over a context
+window of k = 1 (each word on its own) and k = 3 vectors. It prints each one's test accuracy,
+tags "I saw a saw ." with each, and draws the self-attention tagger's attention heatmaps.
+
+The k = 1 tagger sees one word at a time, so it *must* give both "saw"s the same tag; the
+self-attention tagger looks at the whole sentence and can tell the verb from the noun.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+SENTENCE = "I saw a saw ."
+
+#: name -> overrides of the pos task's defaults
+MODELS = {
+    "self-attention": [],
+    "window k=1": ["--model.encoder.kind=window", "--model.encoder.context=1"],
+    "window k=3": ["--model.encoder.kind=window", "--model.encoder.context=3"],
+}
+
+
+def _budget(quick: bool) -> list[str]:
+    sentences, epochs = (1500, 1) if quick else (12000, 2)
+    return [
+        f"--task_options.max_train_sentences={sentences}",
+        f"--train.epochs={epochs}",
+        "--train.batch_size=32",
+        "--train.lr=2e-3",
+        "--train.warmup_fraction=0.05",
+        "--train.bf16=true",
+    ]
+
+
+def run_demo(out_dir: str = "runs/demo", quick: bool = False) -> int:
+    from attnlab.train import Trainer, resolve_config
+    from attnlab.viz import attention_of, plot_attention
+
+    logging.getLogger("attnlab").setLevel(logging.WARNING)  # the progress bars say enough
+    out = Path(out_dir)
+    tokens = SENTENCE.split()
+    rows = []
+    start = time.perf_counter()
+    for name, overrides in MODELS.items():
+        slug = name.replace(" ", "").replace("=", "")
+        cfg = resolve_config(task="pos", overrides=[*_budget(quick), *overrides])
+        cfg.out_dir = str(out / slug)
+        print(
+            f"training the {name} tagger on Brown ({cfg.model.encoder.kind} encoder) ...",
+            flush=True,
+        )
+        trainer = Trainer("pos", cfg)
+        try:
+            result = trainer.fit()
+        finally:
+            trainer.close()
+        task, model = trainer.task, trainer.model
+        tags = task.predict(model, [tokens])[0]["tags"]
+        rows.append((name, result, tags, Path(cfg.out_dir) / "best.pt", task, model))
+
+    print(f"\nPOS tagging, Brown corpus, 12 universal tags ({time.perf_counter() - start:.0f} s):")
+    width = max(len(r[0]) for r in rows)
+    for name, result, tags, _, _, _ in rows:
+        acc = result.test["accuracy"]
+        tagged = " ".join(f"{w}/{t}" for w, t in zip(tokens, tags, strict=True))
+        print(f"  {name:<{width}}  test accuracy {acc:6.2%}   {tagged}")
+    attn = rows[0]
+    saw1, saw2 = attn[2][1], attn[2][3]
+    k1 = rows[1][2]
+    print(f'\nThe k = 1 tagger gives both "saw"s the same tag ({k1[1]}/{k1[3]}): it cannot see '
+          "their neighbours.")  # fmt: skip
+    verdict = "tells them apart" if saw1 != saw2 else "does not tell them apart this time"
+    print(f"Self-attention {verdict}: saw/{saw1} ... saw/{saw2}.")
+    png = plot_attention(attention_of(attn[5], attn[4], tokens), tokens, out / "attention.png",
+                         title=f"self-attention tagger: {SENTENCE}")  # fmt: skip
+    print(f"\nattention heatmaps: {png}")
+    print("checkpoints (try `attnlab predict CKPT 'I saw a saw .'`):")
+    for name, _, _, ckpt, _, _ in rows:
+        print(f"  {name:<{width}}  {ckpt}")
+    return 0

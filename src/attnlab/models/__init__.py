@@ -1,0 +1,88 @@
+"""Models of the lab: input encoders, sequence encoders and task heads, composed.
+
+``SequenceModel(inputs, encoder, head)`` serves one label per vector (N -> N, tagging), one
+label per sequence (N -> 1, classification) and, with a :class:`Seq2SeqHead`, N -> M.
+
+Quick start::
+
+    from attnlab.models import (
+        CharVocabulary, ModelConfig, Vocabulary, build_model, encode_batch,
+    )
+
+    vocab = Vocabulary.build(train_sentences, min_count=2)
+    chars = CharVocabulary.build(train_sentences)
+    model = build_model(ModelConfig(), vocab_size=len(vocab), char_vocab_size=len(chars),
+                        num_labels=len(tags))
+    batch = encode_batch(sentences, vocab, char_vocab=chars)
+    logits = model(batch)  # (b, n, L)
+    out = model(batch, need_weights=True)  # ModelOutput(logits, weights, head_weights)
+"""
+
+from .baselines import CNNEncoder, RNNEncoder, WindowEncoder
+from .batch import WORD_SHAPES, encode_batch, word_shape
+from .chars import CharCNN
+from .config import (
+    EncoderConfig,
+    HeadConfig,
+    InputConfig,
+    ModelConfig,
+    build_encoder,
+    build_inputs,
+    build_model,
+)
+from .encoders import (
+    ENCODERS,
+    EncodedSequence,
+    SequenceEncoder,
+    TransformerSequenceEncoder,
+    valid_positions,
+)
+from .heads import HeadOutput, Seq2SeqHead, SequenceHead, TokenHead
+from .inputs import INPUTS, EmbeddingInput, OneHotInput, word_dropout
+from .model import ModelOutput, SequenceModel
+from .pooling import POOLINGS, AttentionPool, FirstPool, MaxPool, MeanPool, Pooled
+from .vocab import PAD, PAD_ID, UNK, UNK_ID, CharVocabulary, Vocabulary
+
+__all__ = [
+    "ENCODERS",
+    "INPUTS",
+    "POOLINGS",
+    "WORD_SHAPES",
+    "PAD",
+    "PAD_ID",
+    "UNK",
+    "UNK_ID",
+    "AttentionPool",
+    "CNNEncoder",
+    "CharCNN",
+    "CharVocabulary",
+    "EmbeddingInput",
+    "EncodedSequence",
+    "EncoderConfig",
+    "FirstPool",
+    "HeadConfig",
+    "HeadOutput",
+    "InputConfig",
+    "MaxPool",
+    "MeanPool",
+    "ModelConfig",
+    "ModelOutput",
+    "OneHotInput",
+    "Pooled",
+    "RNNEncoder",
+    "Seq2SeqHead",
+    "SequenceEncoder",
+    "SequenceHead",
+    "SequenceModel",
+    "TokenHead",
+    "TransformerSequenceEncoder",
+    "Vocabulary",
+    "WindowEncoder",
+    "build_encoder",
+    "build_inputs",
+    "build_model",
+    "encode_batch",
+    "valid_positions",
+    "word_dropout",
+    "word_shape",
+]

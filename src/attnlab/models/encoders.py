@@ -1,0 +1,164 @@
+r"""Sequence encoders: ``(x (b, n, dim), lengths (b,)) -> EncodedSequence(hidden, weights)``.
+
+All encoders share one interface, so a task (tagging, classification, later seq2seq) and the
+trainer never depend on which one runs:
+
+* ``forward(x, lengths, *, need_weights=False) -> EncodedSequence``;
+* ``hidden`` is ``(b, n, out_dim)`` and **zero at padded positions** (``t >= lengths[b]``);
+* nothing at a valid position depends on what lies at padded positions;
+* ``weights`` is the list of per-layer attention weights ``(b, h, i, j)`` when
+  ``need_weights`` and the encoder attends, else None;
+* attributes ``dim`` (input width) and ``out_dim`` (output width).
+
+Registered (:data:`ENCODERS`): ``"transformer"`` (here) and the lecture's baselines ``"window"``,
+``"cnn"``, ``"rnn"`` (:mod:`attnlab.models.baselines`).
+
+Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .. import masks
+from ..blocks import TransformerEncoder
+from ..positional import make_positional
+from ..registry import Registry
+
+__all__ = [
+    "ENCODERS",
+    "EncodedSequence",
+    "SequenceEncoder",
+    "TransformerSequenceEncoder",
+    "valid_positions",
+]
+
+ENCODERS: Registry = Registry("encoder")
+
+
+class EncodedSequence(NamedTuple):
+    hidden: Tensor  # (b, n, out_dim), zeros at padded positions
+    weights: list[Tensor] | None  # per layer (b, h, i, j), when need_weights and attention
+
+
+def valid_positions(lengths: Tensor, n: int) -> Tensor:
+    """``(b, n)`` boolean, True at ``t < lengths[b]``."""
+    return torch.arange(n, device=lengths.device) < lengths.unsqueeze(-1)  # (b, n)
+
+
+class SequenceEncoder(nn.Module):
+    """Base class: holds ``dim`` / ``out_dim`` and checks the inputs.
+
+    Subclasses implement :meth:`encode` on checked inputs; :meth:`forward` zeroes the padded
+    positions of its result.
+    """
+
+    dim: int
+    out_dim: int
+
+    def forward(self, x: Tensor, lengths: Tensor, *, need_weights: bool = False) -> EncodedSequence:
+        """Encode ``x`` ``(b, n, dim)``, whose sequence ``b`` has ``lengths[b]`` valid positions.
+
+        Args:
+            x: ``(b, n, dim)`` input vectors.
+            lengths: ``(b,)`` long, ``0 <= lengths <= n``.
+            need_weights: also return per-layer attention weights (attention encoders only;
+                others return None).
+        """
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x: expected shape (batch, seq, {self.dim}), got {tuple(x.shape)}")
+        if lengths.shape != x.shape[:1] or lengths.dtype.is_floating_point:
+            raise ValueError(
+                f"lengths: expected an integer tensor of shape ({x.shape[0]},), got "
+                f"{lengths.dtype} {tuple(lengths.shape)}"
+            )
+        lengths = lengths.to(device=x.device, dtype=torch.long)
+        valid = valid_positions(lengths, x.shape[1]).unsqueeze(-1)  # (b, n, 1)
+        hidden, weights = self.encode(x * valid, lengths, need_weights=need_weights)
+        return EncodedSequence(hidden * valid, weights)
+
+    def encode(
+        self, x: Tensor, lengths: Tensor, *, need_weights: bool
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """``x`` ``(b, n, dim)`` with zeros at padded positions -> ``(hidden, weights)``."""
+        raise NotImplementedError
+
+
+@ENCODERS.register("transformer")
+class TransformerSequenceEncoder(SequenceEncoder):
+    r"""A stack of Transformer blocks over the valid positions of each sequence.
+
+    Wraps :class:`attnlab.blocks.TransformerEncoder`; the attention mask is
+    ``masks.padding(lengths)`` (keys beyond a sequence's length are never attended to), and
+    with ``window`` also ``masks.local(window)`` (restricted self-attention: position ``i`` sees
+    ``|i - j| <= window``).
+
+    Args:
+        dim: model width (input and output).
+        depth: number of blocks.
+        heads: attention heads; must divide ``dim``.
+        ff_hidden: feed-forward hidden width (default ``4 * dim``).
+        dropout: dropout in the blocks during training.
+        norm_first: pre-norm (True) or post-norm (False) blocks.
+        positional: a positional encoding name (:data:`attnlab.positional.POSITIONAL`) or a
+            :class:`~attnlab.positional.base.PositionalEncoding`; None = no position
+            information (the encoder is then permutation-equivariant).
+        max_len: longest sequence, for encodings that need it (e.g. ``"learned"``).
+        window: local attention radius, or None for full attention.
+        attention: further :class:`~attnlab.attention.MultiHeadAttention` options
+            (``score``, ``normalize``, ``backend``, ``kernel`` and kernel options).
+
+    Shapes:
+        - x: ``(b, n, dim)``; lengths: ``(b,)``
+        - hidden: ``(b, n, dim)``; weights: ``depth`` x ``(b, heads, n, n)``
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        depth: int = 2,
+        heads: int = 4,
+        ff_hidden: int | None = None,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        positional: str | nn.Module | None = "rotary",
+        max_len: int | None = None,
+        window: int | None = None,
+        attention: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if window is not None and (not isinstance(window, int) or window < 0):
+            raise ValueError(f"window must be None or an int >= 0, got {window!r}")
+        if max_len is not None and not isinstance(positional, str):
+            raise ValueError("max_len sizes a positional encoding built by name; pass its name")
+        self.dim = self.out_dim = dim
+        self.window = window
+        if isinstance(positional, str):
+            positional = make_positional(positional, dim=dim, heads=heads, max_len=max_len)
+        if (attention or {}).get("kernel") is not None and getattr(
+            positional, "acts_on", None
+        ) == "scores":
+            raise ValueError(
+                f"{type(positional).__name__} biases the attention scores, which an efficient "
+                "kernel never forms; use positional='rotary' or 'sinusoidal' with a kernel"
+            )
+        self.encoder = TransformerEncoder(
+            dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
+            positional=positional, attention=dict(attention or {}),
+        )  # fmt: skip
+
+    def encode(
+        self, x: Tensor, lengths: Tensor, *, need_weights: bool
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        mask = masks.padding(lengths)
+        if self.window is not None:
+            mask = mask & masks.local(self.window)
+        out = self.encoder(x, mask=mask, need_weights=need_weights)
+        return out.out, (list(out.weights) if need_weights else None)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, window={self.window}"

@@ -1,0 +1,181 @@
+"""Sequence encoders, parametrised over the registry: shapes, gradients, padding, locality.
+
+Legend: ``b`` batch, ``n`` positions, ``d`` width.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.models import (
+    ENCODERS,
+    RNNEncoder,
+    TransformerSequenceEncoder,
+    WindowEncoder,
+    valid_positions,
+)
+
+B, N, D = 3, 9, 16
+LENGTHS = torch.tensor([9, 5, 0])  # full, padded, empty
+
+#: small settings per registered encoder (defaults elsewhere)
+SMALL = {
+    "transformer": dict(depth=2, heads=2, ff_hidden=32, positional="relative"),
+    "window": dict(context=3, hidden=12, depth=2),
+    "cnn": dict(channels=12, depth=2, kernel=3),
+    "rnn": dict(hidden=6, depth=2, cell="lstm", bidirectional=True),
+}
+
+
+def make(name: str, **overrides):
+    torch.manual_seed(0)
+    return ENCODERS.get(name)(D, **{**SMALL.get(name, {}), **overrides})
+
+
+def inputs(seed: int = 1) -> torch.Tensor:
+    return torch.randn(B, N, D, generator=torch.Generator().manual_seed(seed))
+
+
+def test_every_registered_encoder_has_small_settings():
+    assert set(ENCODERS) == set(SMALL)
+
+
+@pytest.mark.parametrize("name", ENCODERS.names())
+def test_shapes_finite_and_zero_padding(name):
+    enc = make(name).eval()
+    hidden, weights = enc(inputs(), LENGTHS)
+    assert hidden.shape == (B, N, enc.out_dim) and enc.dim == D
+    assert hidden.isfinite().all()
+    assert (hidden[~valid_positions(LENGTHS, N)] == 0).all()
+    assert weights is None
+
+
+@pytest.mark.parametrize("name", ENCODERS.names())
+def test_every_parameter_gets_a_gradient(name):
+    enc = make(name).train()
+    x = inputs().requires_grad_()
+    hidden, _ = enc(x, LENGTHS)
+    hidden.pow(2).sum().backward()
+    for pname, p in enc.named_parameters():
+        assert p.grad is not None and p.grad.isfinite().all(), pname
+        assert p.grad.abs().sum() > 0, pname
+    assert (x.grad[2] == 0).all()  # the empty sequence influences nothing
+
+
+@pytest.mark.parametrize("name", ENCODERS.names())
+def test_padding_invariance(name):
+    enc = make(name).eval()
+    x = inputs()
+    noisy = x.clone()
+    pad = ~valid_positions(LENGTHS, N)
+    noisy[pad] = 100 * torch.randn(int(pad.sum()), D)
+    valid = ~pad
+    torch.testing.assert_close(enc(noisy, LENGTHS).hidden[valid], enc(x, LENGTHS).hidden[valid])
+
+
+@pytest.mark.parametrize("name", ENCODERS.names())
+def test_a_sequence_alone_equals_the_same_sequence_in_a_padded_batch(name):
+    enc = make(name).eval()
+    x = inputs()
+    batched = enc(x, LENGTHS).hidden[1, :5]
+    alone = enc(x[1:2, :5], torch.tensor([5])).hidden[0]
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-5)
+
+
+def changed_positions(enc, t: int, n: int = 12) -> list[int]:
+    """Positions whose output changes when the input at ``t`` changes."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(1, n, D, generator=gen)
+    y = x.clone()
+    y[0, t] += torch.randn(D, generator=gen)  # not a constant shift: LayerNorm would hide it
+    lengths = torch.tensor([n])
+    diff = (enc(x, lengths).hidden - enc(y, lengths).hidden).abs().amax(-1)[0]
+    return [i for i in range(n) if diff[i] > 1e-4]
+
+
+def test_window_k1_is_position_wise():
+    enc = make("window", context=1).eval()
+    assert changed_positions(enc, 5) == [5]
+    x = inputs()
+    per_vector = torch.cat(
+        [enc(x[:, t : t + 1], torch.ones(B, dtype=torch.long)).hidden for t in range(N)], 1
+    )
+    full = enc(x, torch.full((B,), N))
+    torch.testing.assert_close(full.hidden, per_vector)
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_window_sees_exactly_its_window(k):
+    enc = make("window", context=k).eval()
+    r = k // 2
+    assert changed_positions(enc, 5) == list(range(5 - r, 5 + r + 1))
+    assert changed_positions(enc, 0) == list(range(0, r + 1))  # zero padding at the edge
+
+
+def test_window_first_layer_is_a_convolution():
+    enc = make("window", context=3, depth=1).eval()
+    x = inputs()
+    lengths = torch.full((B,), N)
+    lin = enc.mlp[0]  # (f, k*d), columns ordered [x_{t-1}; x_t; x_{t+1}]
+    weight = lin.weight.view(-1, 3, D).permute(0, 2, 1)  # (f, d, k): a conv1d kernel
+    ref = torch.relu(torch.nn.functional.conv1d(x.transpose(1, 2), weight, lin.bias, padding=1))
+    torch.testing.assert_close(enc(x, lengths).hidden, ref.transpose(1, 2))
+
+
+def test_cnn_receptive_field_grows_by_kernel_minus_one_per_layer():
+    enc = make("cnn", depth=2, kernel=3).eval()
+    assert changed_positions(enc, 5) == [3, 4, 5, 6, 7]
+
+
+def test_transformer_local_window_limits_the_receptive_field():
+    enc = make("transformer", depth=1, window=2).eval()
+    assert changed_positions(enc, 6) == [4, 5, 6, 7, 8]
+    full = make("transformer", depth=1).eval()
+    assert changed_positions(full, 6) == list(range(12))
+
+
+def test_rnn_directions():
+    forward_only = make("rnn", bidirectional=False, depth=1).eval()
+    assert changed_positions(forward_only, 5) == list(range(5, 12))
+    both = make("rnn", cell="gru").eval()
+    assert changed_positions(both, 5) == list(range(12))
+    assert both.out_dim == 12 and RNNEncoder(D).out_dim == D
+
+
+@pytest.mark.parametrize("positional", [None, "sinusoidal", "rotary", "relative", "alibi"])
+def test_transformer_weights_and_padding_with_each_positional(positional):
+    enc = make("transformer", positional=positional).eval()
+    x = inputs()
+    out = enc(x, LENGTHS, need_weights=True)
+    assert len(out.weights) == 2
+    for w in out.weights:
+        assert w.shape == (B, 2, N, N)
+        assert (w[1, :, :, 5:] == 0).all()  # padded keys get no attention
+        torch.testing.assert_close(w[1, :, :5].sum(-1), torch.ones(2, 5))
+        assert (w[2] == 0).all()  # an empty sequence attends to nothing
+    noisy = x.clone()
+    noisy[1, 5:] = 50.0
+    torch.testing.assert_close(enc(noisy, LENGTHS).hidden[1, :5], out.hidden[1, :5])
+
+
+def test_transformer_forwards_attention_options():
+    enc = make("transformer", attention=dict(score="dot", normalize="sigmoid", backend="reference"))
+    attn = enc.encoder.blocks[0].self_attn
+    assert attn.score.name == "dot" and attn.normalize.name == "sigmoid"
+    assert attn.backend == "reference"
+
+
+def test_impossible_combinations_fail_at_construction():
+    with pytest.raises(ValueError, match="odd"):
+        WindowEncoder(D, context=2)
+    with pytest.raises(ValueError, match="odd"):
+        make("cnn", kernel=4)
+    with pytest.raises(ValueError, match="cell"):
+        RNNEncoder(D, cell="elman")
+    with pytest.raises(ValueError, match="kernel"):
+        TransformerSequenceEncoder(D, positional="relative", attention=dict(kernel="linear"))
+    with pytest.raises(ValueError, match="positional"):
+        TransformerSequenceEncoder(D, positional="nope")
+    with pytest.raises(ValueError, match="lengths"):
+        make("window")(inputs(), torch.ones(B))

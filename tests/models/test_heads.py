@@ -1,0 +1,86 @@
+"""Heads and poolings: shapes, padding-awareness, the seq2seq interface."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.models import POOLINGS, HeadOutput, Seq2SeqHead, SequenceHead, TokenHead
+
+B, N, D, L = 3, 6, 8, 5
+LENGTHS = torch.tensor([6, 3, 0])
+
+
+def hidden(seed: int = 0) -> torch.Tensor:
+    return torch.randn(B, N, D, generator=torch.Generator().manual_seed(seed))
+
+
+def test_token_head_shape():
+    logits, weights = TokenHead(D, L)(hidden(), LENGTHS)
+    assert logits.shape == (B, N, L) and weights is None
+
+
+@pytest.mark.parametrize("pooling", POOLINGS.names())
+def test_sequence_head_shape_and_padding_awareness(pooling):
+    torch.manual_seed(0)
+    head = SequenceHead(D, L, pooling=pooling).eval()
+    h = hidden()
+    noisy = h.clone()
+    noisy[1, 3:] = 1e3 * torch.randn(3, D)
+    noisy[2] = -1e3
+    logits, weights = head(h, LENGTHS)
+    assert logits.shape == (B, L)
+    torch.testing.assert_close(head(noisy, LENGTHS).logits, logits)
+    torch.testing.assert_close(logits[2], head.proj.bias)  # empty sequence pools to zeros
+    if pooling == "attention":
+        assert weights.shape == (B, N)
+        torch.testing.assert_close(weights[:2].sum(-1), torch.ones(2))
+        assert (weights[1, 3:] == 0).all() and (weights[2] == 0).all()
+    else:
+        assert weights is None
+
+
+@pytest.mark.parametrize(
+    "pooling, reference",
+    [
+        ("mean", lambda h: h.mean(0)),
+        ("max", lambda h: h.amax(0)),
+        ("first", lambda h: h[0]),
+    ],
+)
+def test_poolings_match_their_definition_on_the_valid_part(pooling, reference):
+    pool = POOLINGS.get(pooling)(D)
+    h = hidden()
+    pooled = pool(h, LENGTHS).pooled
+    for b, n in enumerate(LENGTHS.tolist()[:2]):
+        torch.testing.assert_close(pooled[b], reference(h[b, :n]))
+
+
+def test_attention_pooling_gets_gradients():
+    head = SequenceHead(D, L, pooling="attention")
+    head(hidden(), LENGTHS).logits.sum().backward()
+    for name, p in head.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_unknown_pooling_lists_choices():
+    with pytest.raises(ValueError, match="attention, first, max, mean"):
+        SequenceHead(D, L, pooling="median")
+
+
+def test_seq2seq_head_is_abstract():
+    with pytest.raises(TypeError):
+        Seq2SeqHead()
+
+    class Echo(Seq2SeqHead):
+        def __init__(self):
+            super().__init__()
+            self.dim, self.num_labels = D, 7
+
+        def forward(self, memory, memory_lengths, targets):
+            return HeadOutput(torch.zeros(*targets.shape, self.num_labels), None)
+
+        def generate(self, memory, memory_lengths, *, max_len):
+            return torch.zeros(memory.shape[0], max_len, dtype=torch.long)
+
+    assert Echo()(hidden(), LENGTHS, torch.zeros(B, 4, dtype=torch.long)).logits.shape == (B, 4, 7)

@@ -1,0 +1,112 @@
+"""Input encoders: one-hot == embedding lookup, word dropout, character features."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.models import (
+    PAD_ID,
+    UNK_ID,
+    CharCNN,
+    CharVocabulary,
+    EmbeddingInput,
+    OneHotInput,
+    Vocabulary,
+    encode_batch,
+)
+
+TRAIN = [["I", "saw", "a", "saw"], ["she", "walked", "quickly"]]
+
+
+@pytest.fixture
+def vocabs():
+    return Vocabulary.build(TRAIN), CharVocabulary.build(
+        TRAIN + [list("abcdefghijklmnopqrstuvwxyz")]
+    )
+
+
+def test_raw_one_hot_vectors_and_zero_padding():
+    tokens = torch.tensor([[3, 1, 4], [2, 0, 0]])
+    x = OneHotInput(5)({"tokens": tokens})
+    assert x.shape == (2, 3, 5)
+    expected = F.one_hot(tokens, 5).float() * (tokens != PAD_ID).unsqueeze(-1)
+    torch.testing.assert_close(x, expected)
+
+
+def test_one_hot_times_w_is_the_embedding_lookup():
+    torch.manual_seed(0)
+    layer = OneHotInput(7, dim=4)
+    tokens = torch.tensor([[3, 1, 6, 0]])
+    x = layer({"tokens": tokens})
+    # the textbook form: the one-hot vector through the Linear layer (padding zeroed)
+    textbook = layer.proj(F.one_hot(tokens, 7).float()) * (tokens != PAD_ID).unsqueeze(-1)
+    torch.testing.assert_close(x, textbook)
+    assert layer.out_dim == 4
+
+
+def test_word_dropout_only_in_training_and_never_on_padding():
+    torch.manual_seed(0)
+    layer = EmbeddingInput(50, 8, word_dropout=0.5)
+    tokens = torch.randint(2, 50, (4, 30))
+    tokens[:, 20:] = PAD_ID
+    batch = {"tokens": tokens}
+    layer.eval()
+    torch.testing.assert_close(layer(batch), layer(batch))
+    layer.train()
+    x = layer(batch)
+    unk = layer.embed.weight[UNK_ID]
+    is_unk = torch.isclose(x, unk).all(-1)  # (b, n)
+    assert is_unk[:, :20].float().mean().item() == pytest.approx(0.5, abs=0.1)
+    assert not is_unk[:, 20:].any() and (x[:, 20:] == 0).all()
+
+
+def test_char_features_separate_unknown_words(vocabs):
+    vocab, chars = vocabs
+    torch.manual_seed(0)
+    unseen = [["blorfing", "Blorfton"]]
+    batch = encode_batch(unseen, vocab, char_vocab=chars)
+    assert batch["tokens"].tolist() == [[UNK_ID, UNK_ID]]
+    with_chars = EmbeddingInput(len(vocab), 16, char_vocab_size=len(chars)).eval()
+    x = with_chars(batch)
+    assert not torch.allclose(x[0, 0], x[0, 1])
+    words_only = EmbeddingInput(len(vocab), 16).eval()
+    y = words_only(batch)
+    torch.testing.assert_close(y[0, 0], y[0, 1])  # both are just <unk>
+
+
+def test_shape_features_separate_unknown_words(vocabs):
+    vocab, _ = vocabs
+    batch = encode_batch([["Blorfton", "blorfing"]], vocab, shapes=True)
+    x = EmbeddingInput(len(vocab), 16, shape_dim=4).eval()(batch)
+    assert not torch.allclose(x[0, 0], x[0, 1])
+
+
+def test_char_cnn_ignores_character_padding():
+    torch.manual_seed(0)
+    cnn = CharCNN(30, char_dim=8, channels=12, kernel=3)
+    chars = torch.randint(1, 30, (2, 3, 5))
+    chars[0, 1, 3:] = 0  # a short word
+    chars[1, 2] = 0  # a padding position: no characters
+    wider = F.pad(chars, (0, 4))  # the batch's longest word grew
+    out, out_wider = cnn(chars), cnn(wider)
+    assert out.shape == (2, 3, 12)
+    torch.testing.assert_close(out, out_wider)
+    assert (out[1, 2] == 0).all()
+
+
+def test_missing_chars_is_a_clear_error(vocabs):
+    vocab, chars = vocabs
+    layer = EmbeddingInput(len(vocab), 8, char_vocab_size=len(chars))
+    with pytest.raises(ValueError, match="chars"):
+        layer({"tokens": torch.ones(1, 2, dtype=torch.long)})
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="char_vocab_size"):
+        EmbeddingInput(10, 8, char_channels=4)
+    with pytest.raises(ValueError, match="word_dropout"):
+        EmbeddingInput(10, 8, word_dropout=1.0)
+    with pytest.raises(ValueError, match="odd"):
+        CharCNN(10, kernel=2)
