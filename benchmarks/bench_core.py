@@ -1,0 +1,230 @@
+"""Speed and memory of the attention core, measured side by side in one run.
+
+Usage: python benchmarks/bench_core.py [--quick] [--out results/bench_core.json]
+
+1. eval, no grad, fp32, dim 512, 8 heads: attnlab (auto) vs nn.MultiheadAttention, same weights
+2. training step (fwd + bwd) at n = 1024
+3. dense exact attention vs the fp32 matmul rate measured in this run
+4. local(256) at n = 16384: flex (block-sparse) vs the same mask computed densely
+5. chunked additive attention vs the reference path: equality and peak extra memory
+6. bf16 autocast vs fp32 for the whole layer
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, matmul_gflops, peak_extra_memory, timeit  # noqa: E402
+
+from attnlab import MultiHeadAttention, masks  # noqa: E402
+from attnlab.backends import ChunkedBackend, FlexBackend, Problem, SDPABackend  # noqa: E402
+from attnlab.functional import ScaledDotScore, SoftmaxNorm, attend, make_score  # noqa: E402
+
+torch.manual_seed(0)
+
+
+def layers(dim=512, heads=8):
+    ref = nn.MultiheadAttention(dim, heads, batch_first=True)
+    return ref, MultiHeadAttention.from_torch(ref)
+
+
+def eval_speed(lengths):
+    rows = []
+    ref, ours = layers()
+    ref.eval(), ours.eval()
+    for n in lengths:
+        x = torch.randn(1, n, 512)
+        with torch.no_grad():
+            t_ours = timeit(lambda x=x: ours(x), repeats=5, min_time=1)
+            t_ref = timeit(lambda x=x: ref(x, x, x), repeats=5, min_time=1)
+            t_ref_nw = timeit(lambda x=x: ref(x, x, x, need_weights=False), repeats=5, min_time=1)
+            backend = ours(x).backend
+        rows.append(dict(n=n, attnlab_ms=t_ours * 1e3, torch_ms=t_ref * 1e3,
+                         torch_no_weights_ms=t_ref_nw * 1e3, speedup=t_ref / t_ours,
+                         speedup_vs_no_weights=t_ref_nw / t_ours, backend=backend))  # fmt: skip
+        print(f"  eval n={n:5d}: attnlab {t_ours*1e3:8.2f} ms ({backend}), torch {t_ref*1e3:8.2f} ms "
+              f"(x{t_ref/t_ours:.2f}), torch need_weights=False {t_ref_nw*1e3:8.2f} ms "
+              f"(x{t_ref_nw/t_ours:.2f})", flush=True)  # fmt: skip
+    return rows
+
+
+def train_speed(n=1024):
+    ref, ours = layers()
+    x = torch.randn(1, n, 512)
+
+    def step_ours():
+        ours(x).out.sum().backward()
+
+    def step_ref():
+        ref(x, x, x)[0].sum().backward()
+
+    def step_ref_nw():
+        ref(x, x, x, need_weights=False)[0].sum().backward()
+
+    t_o, t_r, t_rnw = (timeit(f, repeats=5, min_time=2) for f in (step_ours, step_ref, step_ref_nw))
+    print(f"  train n={n}: attnlab {t_o*1e3:.1f} ms, torch {t_r*1e3:.1f} ms (x{t_r/t_o:.2f}), "
+          f"torch need_weights=False {t_rnw*1e3:.1f} ms (x{t_rnw/t_o:.2f})", flush=True)  # fmt: skip
+    return dict(n=n, attnlab_ms=t_o * 1e3, torch_ms=t_r * 1e3, torch_no_weights_ms=t_rnw * 1e3,
+                speedup=t_r / t_o, speedup_vs_no_weights=t_rnw / t_o)  # fmt: skip
+
+
+def dense_rate(lengths, heads=8, d=64):
+    mm = matmul_gflops()
+    print(f"  fp32 matmul rate (2048^3): {mm:.1f} GFLOP/s", flush=True)
+    rows = []
+    for n in lengths:
+        q, k, v = torch.randn(3, 1, heads, n, d).unbind(0)
+        p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm())
+        with torch.no_grad():
+            t = timeit(lambda p=p: SDPABackend()(p), repeats=5, min_time=1)
+            t_ref = timeit(lambda: attend(q, k, v), repeats=3) if n <= 4096 else float("nan")
+        flops = 4 * heads * n * n * d
+        rows.append(dict(n=n, gflops=flops / t / 1e9, matmul_gflops=mm, fraction=flops / t / 1e9 / mm,
+                         reference_gflops=flops / t_ref / 1e9))  # fmt: skip
+        print(f"  dense n={n:5d}: sdpa {flops/t/1e9:6.1f} GFLOP/s = {flops/t/1e9/mm:.0%} of matmul; "
+              f"reference path {flops/t_ref/1e9:6.1f} GFLOP/s", flush=True)  # fmt: skip
+    return rows
+
+
+def local_flex(n=16384, window=256, heads=8, d=64):
+    q, k, v = torch.randn(3, 1, heads, n, d).unbind(0)
+    m = masks.local(window)
+    flex = FlexBackend()
+    p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=m)
+    with torch.no_grad():
+        bm = flex.block_mask(p)
+        density = 1 - bm.sparsity() / 100
+        t_flex = timeit(lambda: flex(p), repeats=5, warmup=2)
+        dense = m.dense(1, heads, n, n)
+        pd = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=dense)
+        t_dense = timeit(lambda: SDPABackend()(pd), repeats=2)
+        t_full = timeit(lambda: SDPABackend()(Problem(q, k, v, ScaledDotScore(), SoftmaxNorm())),
+                        repeats=2)  # fmt: skip
+        err = (flex(p)[0] - SDPABackend()(pd)[0]).abs().max().item()
+    implied = t_full * density
+    print(f"  local({window}) n={n}: flex {t_flex*1e3:.1f} ms, dense-mask sdpa {t_dense*1e3:.1f} ms "
+          f"(x{t_dense/t_flex:.1f}); block density {density:.4f}; unmasked sdpa {t_full*1e3:.1f} ms "
+          f"-> implied {implied*1e3:.1f} ms, flex/implied = {t_flex/implied:.2f}; max err {err:.1e}",
+          flush=True)  # fmt: skip
+    return dict(n=n, window=window, flex_ms=t_flex * 1e3, dense_ms=t_dense * 1e3,
+                speedup=t_dense / t_flex, block_density=density, full_ms=t_full * 1e3,
+                implied_ms=implied * 1e3, flex_over_implied=t_flex / implied, max_abs_err=err)  # fmt: skip
+
+
+# ---- chunked additive: run in fresh processes so peak memory is measured cleanly --------------
+ADD_HEADS, ADD_D = 4, 32
+
+
+def _additive_setup(n, backend):
+    torch.manual_seed(0)
+    score = make_score("additive", head_dim=ADD_D, heads=ADD_HEADS)
+    q, k, v = torch.randn(3, 1, ADD_HEADS, n, ADD_D).unbind(0)
+    return backend, score, q, k, v
+
+
+def _additive_run(state):
+    backend, score, q, k, v = state
+    with torch.no_grad():
+        if backend == "reference":
+            out = attend(q, k, v, score=score).out
+        else:
+            out = ChunkedBackend()(Problem(q, k, v, score, SoftmaxNorm()))[0]
+    return out[0, :, :64].clone()  # a slice to compare across processes
+
+
+def chunked_additive(max_ref_bytes=12 << 30, big_n=16384):
+    # the reference materialises (b, h, n, n, a) twice (sum, tanh): pick the largest n that fits
+    n = 512
+    while 2 * ADD_HEADS * (2 * n) ** 2 * ADD_D * 4 <= max_ref_bytes:
+        n *= 2
+    m_ref, o_ref = peak_extra_memory(_additive_setup, _additive_run, n, "reference")
+    m_chk, o_chk = peak_extra_memory(_additive_setup, _additive_run, n, "chunked")
+    err = (o_ref - o_chk).abs().max().item()
+    print(f"  additive n={n}: reference peak +{m_ref/2**20:.0f} MiB, chunked +{m_chk/2**20:.0f} MiB "
+          f"(1/{m_ref/max(m_chk,1):.0f}); max |diff| {err:.1e}", flush=True)  # fmt: skip
+    import time
+
+    t = time.perf_counter()
+    m_big, _ = peak_extra_memory(_additive_setup, _additive_run, big_n, "chunked")
+    t_big = time.perf_counter() - t
+    print(f"  additive n={big_n}: chunked peak +{m_big / 2**20:.0f} MiB, {t_big:.1f} s", flush=True)
+    return dict(n=n, heads=ADD_HEADS, head_dim=ADD_D, reference_peak_mib=m_ref / 2**20,
+                chunked_peak_mib=m_chk / 2**20, ratio=m_ref / max(m_chk, 1), max_abs_diff=err,
+                big_n=big_n, big_chunked_peak_mib=m_big / 2**20, big_seconds=t_big)  # fmt: skip
+
+
+def bf16_speed(lengths):
+    rows = []
+    _, ours = layers()
+    for n in lengths:
+        x = torch.randn(1, n, 512)
+
+        def fwd():
+            with torch.no_grad():
+                ours(x)
+
+        def fwd_bf16():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                ours(x)
+
+        def step():
+            ours(x).out.float().sum().backward()
+
+        def step_bf16():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = ours(x).out
+            out.float().sum().backward()
+
+        t = [timeit(f, repeats=5, min_time=1) for f in (fwd, fwd_bf16, step, step_bf16)]
+        rows.append(dict(n=n, fwd_fp32_ms=t[0] * 1e3, fwd_bf16_ms=t[1] * 1e3, fwd_speedup=t[0] / t[1],
+                         step_fp32_ms=t[2] * 1e3, step_bf16_ms=t[3] * 1e3, step_speedup=t[2] / t[3]))  # fmt: skip
+        print(f"  bf16 n={n}: fwd x{t[0]/t[1]:.2f} ({t[0]*1e3:.1f} -> {t[1]*1e3:.1f} ms), "
+              f"fwd+bwd x{t[2]/t[3]:.2f} ({t[2]*1e3:.1f} -> {t[3]*1e3:.1f} ms)", flush=True)  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    ap.add_argument("--out", default="results/bench_core.json")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="eval train dense local additive bf16")  # fmt: skip
+    args = ap.parse_args()
+    only = set(args.only or ["eval", "train", "dense", "local", "additive", "bf16"])
+    print(f"machine: {machine()}", flush=True)
+    res: dict = {"machine": machine()}
+    q = args.quick
+    if "eval" in only:
+        print("1. eval, no grad, fp32, dim 512, 8 heads", flush=True)
+        res["eval"] = eval_speed([256, 1024] if q else [256, 1024, 4096])
+    if "train" in only:
+        print("2. training step", flush=True)
+        res["train"] = train_speed(256 if q else 1024)
+    if "dense" in only:
+        print("3. dense exact attention vs matmul rate", flush=True)
+        res["dense"] = dense_rate([1024] if q else [1024, 2048, 4096, 8192])
+    if "local" in only:
+        print("4. local(256) with flex", flush=True)
+        res["local"] = local_flex(n=4096 if q else 16384)
+    if "additive" in only:
+        print("5. chunked additive attention", flush=True)
+        res["additive"] = chunked_additive(max_ref_bytes=(1 << 30) if q else (12 << 30),
+                                           big_n=2048 if q else 16384)  # fmt: skip
+    if "bf16" in only:
+        print("6. bf16 autocast vs fp32, whole layer", flush=True)
+        res["bf16"] = bf16_speed([256] if q else [1024, 4096])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
