@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.data import registry
+from attnlab.data import resolve
 from attnlab.data.corpora import (
     SENTENCE_LABELS,
     UNIVERSAL_TAGS,
@@ -43,7 +43,7 @@ def _no_network(url: str, timeout: float) -> None:
 @pytest.fixture(autouse=True)
 def use_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
     """Read from the mirror and never from the network."""
-    monkeypatch.setattr(registry, "_urlopen", _no_network)
+    monkeypatch.setattr(resolve, "_urlopen", _no_network)
     if MIRROR is not None:
         monkeypatch.setenv("ATTNLAB_DATA", str(MIRROR))
 

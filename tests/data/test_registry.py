@@ -1,4 +1,4 @@
-"""Tests of attnlab.data.registry: mirror, cache, download, checksums. No network access."""
+"""Tests of attnlab.data.registry and .resolve: mirror, cache, download, checksums. No network."""
 
 import hashlib
 import io
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.data import registry
+from attnlab.data import registry, resolve
 from attnlab.data.registry import (
     CACHE_ENV,
     DATA_ENV,
@@ -73,8 +73,8 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No mirror, a fresh cache, no network, and an empty checksum memo for every test."""
     monkeypatch.delenv(DATA_ENV, raising=False)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(registry, "_urlopen", _no_network)
-    monkeypatch.setattr(registry, "_SHA256_MEMO", {})
+    monkeypatch.setattr(resolve, "_urlopen", _no_network)
+    monkeypatch.setattr(resolve, "_SHA256_MEMO", {})
     return tmp_path / "cache"
 
 
@@ -158,8 +158,8 @@ def test_mirror_argument_overrides_env(monkeypatch: pytest.MonkeyPatch, tmp_path
 @needs_mirror
 def test_mirror_checksum_is_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = registry._sha256_of
-    monkeypatch.setattr(registry, "_sha256_of", lambda p: calls.append(p) or real(p))
+    real = resolve._sha256_of
+    monkeypatch.setattr(resolve, "_sha256_of", lambda p: calls.append(p) or real(p))
     for _ in range(3):
         dataset_path("brown", "corpus", mirror=MIRROR)
     assert len(calls) == 1
@@ -215,7 +215,7 @@ def test_download_verifies_and_caches(
     toy: Dataset, monkeypatch: pytest.MonkeyPatch, isolated: Path
 ) -> None:
     opener = FakeOpener()
-    monkeypatch.setattr(registry, "_urlopen", opener)
+    monkeypatch.setattr(resolve, "_urlopen", opener)
     path = dataset_path("toy", "pinned")
     assert path == isolated / "toy" / "pinned.txt"
     assert path.read_bytes() == GOOD
@@ -229,7 +229,7 @@ def test_download_with_bad_checksum_is_deleted(
     toy: Dataset, monkeypatch: pytest.MonkeyPatch, isolated: Path
 ) -> None:
     bad = b"tampered\n"
-    monkeypatch.setattr(registry, "_urlopen", FakeOpener(bad))
+    monkeypatch.setattr(resolve, "_urlopen", FakeOpener(bad))
     with pytest.raises(ChecksumError) as info:
         dataset_path("toy", "pinned")
     assert GOOD_SHA in str(info.value) and hashlib.sha256(bad).hexdigest() in str(info.value)
@@ -243,7 +243,7 @@ def test_corrupt_cached_file_is_downloaded_again(
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"corrupt")
     opener = FakeOpener()
-    monkeypatch.setattr(registry, "_urlopen", opener)
+    monkeypatch.setattr(resolve, "_urlopen", opener)
     assert dataset_path("toy", "pinned").read_bytes() == GOOD
     assert len(opener.calls) == 1
 
@@ -259,7 +259,7 @@ def test_offline_error_names_file_url_and_env_vars(
     toy: Dataset, monkeypatch: pytest.MonkeyPatch, isolated: Path
 ) -> None:
     error = urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
-    monkeypatch.setattr(registry, "_urlopen", FakeOpener(error=error))
+    monkeypatch.setattr(resolve, "_urlopen", FakeOpener(error=error))
     with pytest.raises(DatasetUnavailable) as info:
         dataset_path("toy", "pinned")
     message = str(info.value)
@@ -271,14 +271,14 @@ def test_offline_error_names_file_url_and_env_vars(
 def test_http_error_is_unavailable(toy: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     url = "https://example.org/pinned.txt"
     error = urllib.error.HTTPError(url, 404, "Not Found", {}, None)  # type: ignore[arg-type]
-    monkeypatch.setattr(registry, "_urlopen", FakeOpener(error=error))
+    monkeypatch.setattr(resolve, "_urlopen", FakeOpener(error=error))
     with pytest.raises(DatasetUnavailable, match="HTTP 404"):
         dataset_path("toy", "pinned")
 
 
 def test_trust_on_first_use(toy: Dataset, monkeypatch: pytest.MonkeyPatch, isolated: Path) -> None:
     opener = FakeOpener()
-    monkeypatch.setattr(registry, "_urlopen", opener)
+    monkeypatch.setattr(resolve, "_urlopen", opener)
     path = dataset_path("toy", "tofu")
     record = path.with_name("tofu.txt.sha256")
     assert record.read_text().split()[0] == GOOD_SHA  # recorded at first download
@@ -295,7 +295,7 @@ def test_download_of_a_real_dataset_from_a_fake_server(
     assert MIRROR is not None
     by_url = {f.url: MIRROR / f.path for f in get_dataset("trec").files.values()}
     monkeypatch.setattr(
-        registry, "_urlopen", lambda url, timeout: FakeResponse(by_url[url].read_bytes())
+        resolve, "_urlopen", lambda url, timeout: FakeResponse(by_url[url].read_bytes())
     )
     paths = fetch("trec")
     assert paths == {"train": isolated / "sentences" / "TREC.train.all",

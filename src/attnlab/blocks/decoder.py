@@ -14,8 +14,9 @@ from torch import Tensor, nn
 
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
-from .block import BlockCache, TransformerBlock, _check_input, _check_positional
+from .block import BlockCache, _check_input
 from .feedforward import FeedForward
+from .stack import BlockStack
 
 __all__ = ["TransformerDecoder", "DecoderOutput", "DecoderCache"]
 
@@ -42,7 +43,7 @@ class DecoderCache:
         return self.layers[0].length if self.layers else 0
 
 
-class TransformerDecoder(nn.Module):
+class TransformerDecoder(BlockStack):
     r"""``depth`` blocks of causal self-attention, cross-attention and feed-forward.
 
     Called with the whole target it is the training-time (teacher-forced) decoder. Called with a
@@ -90,32 +91,12 @@ class TransformerDecoder(nn.Module):
         positional: PositionalEncoding | None = None,
         final_norm: bool | None = None,
     ) -> None:
-        super().__init__()
-        if not isinstance(depth, int) or depth <= 0:
-            raise ValueError(f"depth must be a positive int, got {depth!r}")
-        _check_positional(positional)
-        self.dim, self.depth = dim, depth
+        super().__init__(
+            dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
+            norm_layer=norm_layer, cross_attention=True, context_dim=context_dim, causal=True,
+            attention=attention, ff_layer=ff_layer, positional=positional, final_norm=final_norm,
+        )  # fmt: skip
         self.context_dim = context_dim or dim
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                dim,
-                heads,
-                ff_hidden=ff_hidden,
-                dropout=dropout,
-                norm_first=norm_first,
-                norm_layer=norm_layer,
-                cross_attention=True,
-                context_dim=context_dim,
-                causal=True,
-                attention=attention,
-                ff_layer=ff_layer,
-            )  # fmt: skip
-            for _ in range(depth)
-        )
-        self.positional = positional
-        self.input_dropout = nn.Dropout(dropout)
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = norm_layer(dim) if final_norm else None
 
     def forward(
         self,
@@ -143,12 +124,7 @@ class TransformerDecoder(nn.Module):
                     "start each sequence with a fresh DecoderCache()"
                 )
         offset = cache.length if cache is not None else 0
-        pe, block_pe = self.positional, None
-        if pe is not None and pe.acts_on == "input":
-            pe.check_length(offset + x.shape[1])
-            x = self.input_dropout(pe(x, offset=offset))
-        else:
-            block_pe = pe
+        x, block_pe = self._input_positions(x, offset)
         self_w: list[Tensor] | None = [] if need_weights else None
         cross_w: list[Tensor] | None = [] if need_weights else None
         for layer, block in enumerate(self.blocks):
@@ -160,6 +136,4 @@ class TransformerDecoder(nn.Module):
             if need_weights:
                 self_w.append(o.self_weights)
                 cross_w.append(o.cross_weights)
-        if self.norm is not None:
-            x = self.norm(x)
-        return DecoderOutput(x, self_w, cross_w)
+        return DecoderOutput(self._final_norm(x), self_w, cross_w)

@@ -12,8 +12,9 @@ from torch import Tensor, nn
 
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
-from .block import TransformerBlock, _check_input, _check_positional
+from .block import _check_input
 from .feedforward import FeedForward
+from .stack import BlockStack
 
 __all__ = ["TransformerEncoder", "EncoderOutput"]
 
@@ -23,7 +24,7 @@ class EncoderOutput(NamedTuple):
     weights: list[Tensor] | None  # per layer (b, h, i, j) when need_weights
 
 
-class TransformerEncoder(nn.Module):
+class TransformerEncoder(BlockStack):
     r"""``depth`` Transformer blocks of (optionally causal) self-attention.
 
     The positional encoding acts where its ``acts_on`` says:
@@ -71,29 +72,11 @@ class TransformerEncoder(nn.Module):
         positional: PositionalEncoding | None = None,
         final_norm: bool | None = None,
     ) -> None:
-        super().__init__()
-        if not isinstance(depth, int) or depth <= 0:
-            raise ValueError(f"depth must be a positive int, got {depth!r}")
-        _check_positional(positional)
-        self.dim, self.depth = dim, depth
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                dim,
-                heads,
-                ff_hidden=ff_hidden,
-                dropout=dropout,
-                norm_first=norm_first,
-                norm_layer=norm_layer,
-                causal=causal,
-                attention=attention,
-                ff_layer=ff_layer,
-            )  # fmt: skip
-            for _ in range(depth)
-        )
-        self.positional = positional
-        self.input_dropout = nn.Dropout(dropout)
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = norm_layer(dim) if final_norm else None
+        super().__init__(
+            dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
+            norm_layer=norm_layer, causal=causal, attention=attention, ff_layer=ff_layer,
+            positional=positional, final_norm=final_norm,
+        )  # fmt: skip
 
     def forward(
         self, x: Tensor, *, mask: Tensor | Mask | None = None, need_weights: bool = False
@@ -101,18 +84,11 @@ class TransformerEncoder(nn.Module):
         """Encode ``x`` ``(b, n, dim)``; ``mask`` is the key-padding (or any) self-attention
         mask, True = may attend. Returns ``EncoderOutput(out, weights)``."""
         _check_input(x, self.dim)
-        pe, block_pe = self.positional, None
-        if pe is not None and pe.acts_on == "input":
-            pe.check_length(x.shape[1])
-            x = self.input_dropout(pe(x))
-        else:
-            block_pe = pe
+        x, block_pe = self._input_positions(x)
         weights: list[Tensor] | None = [] if need_weights else None
         for block in self.blocks:
             o = block(x, mask=mask, positional=block_pe, need_weights=need_weights)
             x = o.out
             if weights is not None:
                 weights.append(o.self_weights)
-        if self.norm is not None:
-            x = self.norm(x)
-        return EncoderOutput(x, weights)
+        return EncoderOutput(self._final_norm(x), weights)

@@ -36,20 +36,22 @@ from attnlab.data.readers import (
     read_sentences,
 )
 from attnlab.data.registry import (
-    CACHE_ENV,
-    DATA_ENV,
     DATASETS,
-    ChecksumError,
-    DataFile,
     Dataset,
     DatasetInfo,
-    DatasetUnavailable,
-    cache_dir,
     dataset_path,
     fetch,
-    file_sha256,
     get_dataset,
     list_datasets,
+)
+from attnlab.data.resolve import (
+    CACHE_ENV,
+    DATA_ENV,
+    ChecksumError,
+    DataFile,
+    DatasetUnavailable,
+    cache_dir,
+    file_sha256,
     mirror_dir,
 )
 

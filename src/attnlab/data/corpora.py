@@ -180,7 +180,7 @@ def load_tagging(
     Args:
         corpus: One of ``TAGGING_CORPORA``.
         tagset: ``"universal"`` (12 universal tags; UPOS for UD) or ``"native"``.
-        mirror: Mirror directory; overrides ``$ATTNLAB_DATA`` (see :mod:`attnlab.data.registry`).
+        mirror: Mirror directory; overrides ``$ATTNLAB_DATA`` (see :mod:`attnlab.data.resolve`).
 
     Raises:
         ValueError: Unknown corpus or tagset, or ``native`` for ``ud-atis``.

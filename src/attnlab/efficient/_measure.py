@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from .local import default_block
+
 __all__ = ["median_time", "peak_tensor_bytes", "estimate_bytes", "available_bytes"]
 
 
@@ -93,7 +95,7 @@ def _per_query(name: str, n: int, opts: dict[str, Any], d: int) -> float:
         return 0
     if name in ("local", "longformer"):
         w = opts.get("window", 128)
-        c = block or min(max(w, 16), 256)
+        c = block or default_block(w)
         return c + 2 * w + len(opts.get("global_tokens", (0,)))
     if name == "bigbird":
         c = block or 64

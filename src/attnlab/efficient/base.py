@@ -30,6 +30,7 @@ __all__ = [
     "split_mask",
     "is_causal",
     "padding_lengths",
+    "key_valid_rows",
     "masked_softmax",
 ]
 
@@ -153,6 +154,13 @@ def padding_lengths(key_valid: Tensor | None) -> Tensor | None:
     return lengths if bool((prefix == kv).all()) else None
 
 
+def key_valid_rows(parts: MaskParts, batch: int, kv_len: int, device: torch.device) -> Tensor:
+    """``parts.key_valid`` as ``(b, j)`` bool, True = a real key (all True without padding)."""
+    if parts.key_valid is None:
+        return torch.ones(batch, kv_len, dtype=torch.bool, device=device)
+    return parts.key_valid[:, 0, 0]  # (b, 1, 1, j) -> (b, j)
+
+
 def masked_softmax(scores: Tensor, allowed: Tensor | None, dim: int = -1) -> Tensor:
     """Softmax in (at least) float32 over allowed entries; rows with none allowed are zeros."""
     s = scores.to(torch.promote_types(scores.dtype, torch.float32))
@@ -250,6 +258,17 @@ class AttentionKernel(nn.Module):
     ) -> Tensor:
         """The kernel's maths on validated inputs; ``parts`` holds only what it can apply."""
         raise NotImplementedError
+
+    def check_self_attention(
+        self, n: int, kv_len: int, q_offset: int, *, why: str, advice: str | None = None
+    ) -> None:
+        """Raise ``ValueError`` unless the ``kv_len`` keys are the ``n`` queries' own positions
+        (as many keys as queries, no KV cache), for kernels that need that; ``why`` says why."""
+        if kv_len != n or q_offset:
+            raise ValueError(
+                f"{why}: it needs as many keys as queries and no KV cache; got {n} queries, "
+                f"{kv_len} keys, q_offset={q_offset}" + (f". {advice}" if advice else "")
+            )
 
     def check_length(self, n: int, max_len: int, what: str = "sequence") -> None:
         if n > max_len:

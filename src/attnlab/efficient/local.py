@@ -14,7 +14,7 @@ from ..masks import Mask
 from ._sparse import band_index, gathered_attention
 from .base import AttentionKernel, MaskParts
 
-__all__ = ["LocalKernel", "exact_attention", "check_impl"]
+__all__ = ["LocalKernel", "exact_attention", "check_impl", "default_block", "sliding_band"]
 
 
 def check_impl(impl: str) -> str:
@@ -36,6 +36,37 @@ def exact_attention(
     p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=mask, q_offset=q_offset)
     out, _, _ = run_backend(name, p)
     return out
+
+
+def default_block(window: int) -> int:
+    """Query block of the banded path for a sliding window ``w``: ``min(max(w, 16), 256)``."""
+    return min(max(window, 16), 256)
+
+
+def sliding_band(
+    impl: str,
+    *,
+    block: int,
+    window: int,
+    causal: bool,
+    q_len: int,
+    kv_len: int,
+    q_offset: int,
+    extra_keys: int = 0,
+) -> Tensor | None:
+    """Key positions of each query block's sliding-window band, ``(r, block + w + after)``
+    (``after`` = ``w``, or 0 when causal), or None where the exact backends should run instead.
+
+    The banded path runs when ``impl="banded"``, or for ``impl="auto"`` when a query block's
+    keys (its band plus ``extra_keys``, e.g. global tokens) are at most half of the ``kv_len``
+    keys: for short sequences a dense fused kernel beats gathering.
+    """
+    after = 0 if causal else window
+    keys = block + window + after + extra_keys
+    if not (impl == "banded" or (impl == "auto" and 2 * keys <= kv_len)):
+        return None
+    blocks = -(-q_len // block)
+    return band_index(blocks, block, before=window, after=after, q_offset=q_offset, kv_len=kv_len)
 
 
 class LocalKernel(AttentionKernel):
@@ -93,7 +124,7 @@ class LocalKernel(AttentionKernel):
         if block is not None and (not isinstance(block, int) or block <= 0):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
         self.window, self.impl = window, check_impl(impl)
-        self.block = block or min(max(window, 16), 256)
+        self.block = block or default_block(window)
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
@@ -101,17 +132,13 @@ class LocalKernel(AttentionKernel):
         i, j = q.shape[2], k.shape[2]
         window = masks.local(self.window, causal=parts.causal)
         mask = window if parts.mask is None else window & parts.mask
-        after = 0 if parts.causal else self.window
-        kk = self.block + self.window + after
-        if self.impl == "banded" or (self.impl == "auto" and 2 * kk <= j):
-            blocks = -(-i // self.block)
-            index = band_index(
-                blocks, self.block, before=self.window, after=after, q_offset=q_offset, kv_len=j
-            )
-            return gathered_attention(
-                q, k, v, index, block=self.block, mask=mask, q_offset=q_offset
-            )
-        return exact_attention(q, k, v, mask, q_offset=q_offset, impl=self.impl)
+        band = sliding_band(
+            self.impl, block=self.block, window=self.window, causal=parts.causal, q_len=i,
+            kv_len=j, q_offset=q_offset,
+        )  # fmt: skip
+        if band is None:
+            return exact_attention(q, k, v, mask, q_offset=q_offset, impl=self.impl)
+        return gathered_attention(q, k, v, band, block=self.block, mask=mask, q_offset=q_offset)
 
     def extra_repr(self) -> str:
         return f"window={self.window}, block={self.block}, impl={self.impl!r}"

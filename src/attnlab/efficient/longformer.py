@@ -12,9 +12,9 @@ import torch
 from torch import Tensor
 
 from .. import masks
-from ._sparse import append_keys, band_index, full_rows, gathered_attention
+from ._sparse import append_keys, full_rows, gathered_attention
 from .base import AttentionKernel, MaskParts
-from .local import check_impl, exact_attention
+from .local import check_impl, default_block, exact_attention, sliding_band
 
 __all__ = ["LongformerKernel"]
 
@@ -70,7 +70,7 @@ class LongformerKernel(AttentionKernel):
             raise ValueError(f"global_tokens must be positions >= 0, got {idx.tolist()}")
         self.window, self.impl = window, check_impl(impl)
         self.global_idx = torch.unique(idx)
-        self.block = block or min(max(window, 16), 256)
+        self.block = block or default_block(window)
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
@@ -80,15 +80,13 @@ class LongformerKernel(AttentionKernel):
             self.global_idx
         )
         mask = pattern if parts.mask is None else pattern & parts.mask
-        after = 0 if parts.causal else self.window
         g = self.global_idx[self.global_idx < j]
-        kk = self.block + self.window + after + g.numel()
-        if not (self.impl == "banded" or (self.impl == "auto" and 2 * kk <= j)):
+        band = sliding_band(
+            self.impl, block=self.block, window=self.window, causal=parts.causal, q_len=i,
+            kv_len=j, q_offset=q_offset, extra_keys=g.numel(),
+        )  # fmt: skip
+        if band is None:
             return exact_attention(q, k, v, mask, q_offset=q_offset, impl=self.impl)
-        blocks = -(-i // self.block)
-        band = band_index(
-            blocks, self.block, before=self.window, after=after, q_offset=q_offset, kv_len=j
-        )
         index = append_keys(band, g)  # (r, kk): band keys and the global keys, each once
         out = gathered_attention(q, k, v, index, block=self.block, mask=mask, q_offset=q_offset)
         rows = self.global_idx - q_offset

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import AttentionKernel, MaskParts, masked_softmax
+from .base import AttentionKernel, MaskParts, key_valid_rows, masked_softmax
 
 __all__ = ["ReformerKernel", "shared_qk_attention", "SELF_SCORE"]
 
@@ -121,21 +121,18 @@ class ReformerKernel(AttentionKernel):
     ) -> Tensor:
         b, h, n, d = q.shape
         e = v.shape[-1]
-        if k.shape[2] != n or q_offset:
-            raise ValueError(
-                "reformer shares queries and keys (keys = normalised queries): it needs as many "
-                f"keys as queries and no KV cache; got {n} queries, {k.shape[2]} keys, "
-                f"q_offset={q_offset}. Use kernel='linear' for incremental decoding"
-            )
+        self.check_self_attention(
+            n, k.shape[2], q_offset,
+            why="reformer shares queries and keys (keys = normalised queries)",
+            advice="Use kernel='linear' for incremental decoding",
+        )  # fmt: skip
         R = self.rounds
         c = self.chunk or max(1, -(-n // self.buckets))
         r = -(-n // c)
         big_n, pad = r * c, r * c - n
         qf = q.to(torch.promote_types(q.dtype, torch.float32))
         kn = F.normalize(qf, dim=-1)  # shared QK: keys are the unit-normalised queries
-        valid = torch.ones(b, n, dtype=torch.bool, device=q.device)
-        if parts.key_valid is not None:
-            valid = parts.key_valid[:, 0, 0]  # (b, n)
+        valid = key_valid_rows(parts, b, n, q.device)  # (b, n)
         buckets = self.hash(kn).masked_fill(~valid[:, None, None, :], self.buckets)
         buckets = F.pad(buckets, (0, pad), value=self.buckets)  # (b, h, R, N) padding sorts last
         valid = F.pad(valid, (0, pad), value=False)

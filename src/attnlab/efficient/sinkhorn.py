@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import AttentionKernel, MaskParts, masked_softmax
+from .base import AttentionKernel, MaskParts, key_valid_rows, masked_softmax
 
 __all__ = ["SinkhornKernel", "sinkhorn_normalize"]
 
@@ -107,19 +107,15 @@ class SinkhornKernel(AttentionKernel):
     ) -> Tensor:
         b, h, n, d = q.shape
         e = v.shape[-1]
-        if k.shape[2] != n or q_offset:
-            raise ValueError(
-                "sinkhorn attention sorts blocks of one sequence: it needs as many keys as "
-                f"queries and no KV cache; got {n} queries, {k.shape[2]} keys, q_offset={q_offset}"
-            )
+        self.check_self_attention(
+            n, k.shape[2], q_offset, why="sinkhorn attention sorts blocks of one sequence"
+        )
         self.check_length(n, self.max_len)
         c = self.block
         r = -(-n // c)
         pad = r * c - n
         dtype = torch.promote_types(q.dtype, torch.float32)
-        valid = torch.ones(b, n, dtype=torch.bool, device=q.device)
-        if parts.key_valid is not None:
-            valid = parts.key_valid[:, 0, 0]
+        valid = key_valid_rows(parts, b, n, q.device)  # (b, n)
         valid = F.pad(valid, (0, pad), value=False).view(b, 1, r, c, 1)  # (b, 1, r, c, 1)
 
         def blocks(t: Tensor) -> Tensor:  # (b, h, n, f) -> (b, h, r, c, f), padding zeroed

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-__all__ = ["PositionalEncoding", "ACTS_ON"]
+__all__ = ["PositionalEncoding", "TableEncoding", "ACTS_ON"]
 
 ACTS_ON = ("input", "qk", "scores")
 
@@ -57,3 +57,31 @@ class PositionalEncoding(nn.Module):
     def score_bias(self, q_len: int, kv_len: int, *, q_offset: int = 0) -> Tensor:
         """``"scores"`` encodings: a bias broadcastable to ``(b, h, q_len, kv_len)``."""
         raise NotImplementedError(f"{type(self).__name__} does not act on the scores")
+
+
+class TableEncoding(PositionalEncoding):
+    """An ``"input"`` encoding that adds row ``k`` of :meth:`table` at position ``k``.
+
+    Subclasses (Floater, Recurrent) set ``dim`` and implement :meth:`table`, typically computed
+    from their parameters and cached while those stay unchanged (see :meth:`_key`).
+    """
+
+    acts_on: ClassVar[str] = "input"
+    dim: int
+
+    def table(self, n: int) -> Tensor:
+        """The encodings of positions ``0 .. n - 1``, shape ``(n, dim)``."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
+        if x.shape[-1] != self.dim:
+            raise ValueError(
+                f"{type(self).__name__}: expected x (..., {self.dim}), got {tuple(x.shape)}"
+            )
+        n = x.shape[-2]
+        self.check_length(offset + n)
+        return x + self.table(offset + n)[offset:].to(x.dtype)
+
+    def _key(self) -> tuple:
+        """Identifies the parameters' current values: a cached table is valid while it holds."""
+        return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in self.parameters())

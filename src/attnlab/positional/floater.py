@@ -13,12 +13,12 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .base import PositionalEncoding
+from .base import TableEncoding
 
 __all__ = ["Floater"]
 
 
-class Floater(PositionalEncoding):
+class Floater(TableEncoding):
     r"""Position encodings from a continuous dynamical system, added to the input
     (Liu et al. 2020).
 
@@ -122,9 +122,6 @@ class Floater(PositionalEncoding):
             out.append(p)
         return out
 
-    def _key(self) -> tuple:
-        return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in self.parameters())
-
     def table(self, n: int) -> Tensor:
         """:math:`p(k \\Delta)` for positions ``k = 0 .. n - 1``, shape ``(n, c)``."""
         p0 = self.p0.to(self.inp.weight.dtype)
@@ -142,13 +139,6 @@ class Floater(PositionalEncoding):
                 traj = torch.cat([traj, torch.stack(new)])
                 self._cache = (key, traj)
             return traj[:n]
-
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        if x.shape[-1] != self.dim:
-            raise ValueError(f"Floater: expected x (..., {self.dim}), got {tuple(x.shape)}")
-        n = x.shape[-2]
-        self.check_length(offset + n)
-        return x + self.table(offset + n)[offset:].to(x.dtype)
 
     def extra_repr(self) -> str:
         return (

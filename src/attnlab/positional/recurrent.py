@@ -8,14 +8,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .base import PositionalEncoding
+from .base import TableEncoding
 
 __all__ = ["Recurrent"]
 
 _CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
-class Recurrent(PositionalEncoding):
+class Recurrent(TableEncoding):
     r"""An RNN's hidden states over a learned constant input, added to the input.
 
     .. math::
@@ -69,9 +69,6 @@ class Recurrent(PositionalEncoding):
         out, state = self.rnn(u, state)  # (1, n, c)
         return out[0], state
 
-    def _key(self) -> tuple:
-        return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in self.parameters())
-
     def table(self, n: int) -> Tensor:
         """The encodings :math:`e_0 .. e_{n-1}`, shape ``(n, c)``."""
         if torch.is_grad_enabled() and any(t.requires_grad for t in self.parameters()):
@@ -86,13 +83,6 @@ class Recurrent(PositionalEncoding):
             more, state = self._run(n - states.shape[0], state)
             self._cache = (key, torch.cat([states, more]), state)
         return self._cache[1][:n]
-
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        if x.shape[-1] != self.dim:
-            raise ValueError(f"Recurrent: expected x (..., {self.dim}), got {tuple(x.shape)}")
-        n = x.shape[-2]
-        self.check_length(offset + n)
-        return x + self.table(offset + n)[offset:].to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, cell={self.cell!r}, max_len={self.max_len}"

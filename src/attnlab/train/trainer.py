@@ -15,7 +15,8 @@ global batch, whatever the number of ranks, accumulation steps or padding.
 Then gradient clipping, AdamW (:mod:`~attnlab.train.optim`), the LR schedule
 (:mod:`~attnlab.train.schedule`). Dev evaluation every ``eval_every`` steps or each epoch,
 early stopping with ``patience``, ``best.pt`` for the best dev score, ``last.pt`` to resume
-bit-exactly (:mod:`~attnlab.train.checkpoint`), and a final test evaluation of the best model.
+bit-exactly (:mod:`~attnlab.train.checkpoint`, :mod:`~attnlab.train.resume`), and a final
+test evaluation of the best model.
 """
 
 from __future__ import annotations
@@ -37,20 +38,14 @@ from tqdm import tqdm
 from attnlab.tasks.base import TASKS, Task
 
 from .batching import epoch_order, make_batches, rank_micro_batches
-from .checkpoint import BEST, LAST, config_changes, load_checkpoint, save_checkpoint
+from .checkpoint import BEST, LAST, load_checkpoint
 from .config import RunConfig, save_config
-from .distributed import (
-    all_gather_object,
-    all_reduce_sum,
-    broadcast_object,
-    init_distributed,
-    shutdown,
-    wrap_model,
-)
+from .distributed import all_reduce_sum, broadcast_object, init_distributed, shutdown, wrap_model
 from .metrics_log import write_metrics_csv, write_metrics_json
 from .optim import build_optimizer
 from .result import TrainResult
-from .rng import get_rng_state, seed_everything, set_rng_state
+from .resume import find_resume_checkpoint, restore_rng, restore_training, save_training_checkpoint
+from .rng import seed_everything
 from .schedule import build_scheduler
 from .state import TrainState
 
@@ -92,7 +87,9 @@ class Trainer:
         self.out_dir = Path(cfg.out_dir)
         self.env = init_distributed(tc.device)
         self.device = self.env.device
-        ckpt = self._find_resume_checkpoint(tc.resume if resume is None else resume)
+        ckpt = find_resume_checkpoint(
+            self.out_dir / LAST, cfg, self.env, resume=tc.resume if resume is None else resume
+        )
 
         seed_everything(tc.seed)  # same model init on every rank
         if ckpt is not None:
@@ -118,12 +115,12 @@ class Trainer:
         )  # fmt: skip
         self.state = TrainState()
         if ckpt is not None:
-            self._restore(ckpt)
+            self.state = restore_training(ckpt, self.model, self.optimizer, self.scheduler)
         self.train_model = wrap_model(self.model, self.env)
         if self.env.distributed:
             torch.manual_seed(tc.seed + self.env.rank)  # distinct dropout streams per rank
         if ckpt is not None:
-            self._restore_rng(ckpt["rng"])
+            restore_rng(ckpt["rng"], self.env.rank)
         self._epoch_len = self.steps_per_epoch
 
     # ------------------------------------------------------------------ public
@@ -393,54 +390,7 @@ class Trainer:
     def _save(self, name: str) -> None:
         """Write ``out_dir/name`` (collective: every rank contributes its RNG state)."""
         self.state.elapsed_s = self._elapsed()
-        rng = all_gather_object(get_rng_state(), self.env)
-        if not self.env.is_main:
-            return
-        save_checkpoint(
-            self.out_dir / name,
-            {
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "rng": rng,
-                "state": self.state.to_dict(),
-                "config": self.cfg.to_dict(),
-                "task": self.task.state_dict(),
-                "world_size": self.env.world_size,
-            },
-        )
-
-    def _find_resume_checkpoint(self, resume: bool) -> dict[str, Any] | None:
-        path = self.out_dir / LAST
-        if not resume:
-            if path.is_file() and self.env.is_main:
-                logger.warning("%s exists and will be overwritten (resume to continue it)", path)
-            return None
-        if not path.is_file():
-            if self.env.is_main:
-                logger.warning("resume: no %s, starting from scratch", path)
-            return None
-        ckpt = load_checkpoint(path, map_location="cpu")
-        changed = config_changes(ckpt["config"], self.cfg.to_dict())
-        if changed and self.env.is_main:
-            logger.warning("resuming with a changed config (%s): not an exact resume", changed)
-        if ckpt.get("world_size") != self.env.world_size and self.env.is_main:
-            logger.warning(
-                "resuming a %s-rank checkpoint on %d ranks: data shards and RNG streams differ",
-                ckpt.get("world_size"), self.env.world_size,
-            )  # fmt: skip
-        if self.env.is_main:
-            logger.info("resuming from %s at step %d", path, ckpt["state"]["step"])
-        return ckpt
-
-    def _restore(self, ckpt: dict[str, Any]) -> None:
-        self.model.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        sched = dict(ckpt["scheduler"])
-        # The schedule's shape (total steps, warm-up) comes from the current config.
-        sched["lr_lambdas"] = [None] * len(sched.get("lr_lambdas", []))
-        self.scheduler.load_state_dict(sched)
-        self.state = TrainState.from_dict(ckpt["state"])
-
-    def _restore_rng(self, states: list[dict[str, Any]]) -> None:
-        set_rng_state(states[self.env.rank] if self.env.rank < len(states) else states[0])
+        save_training_checkpoint(
+            self.out_dir / name, model=self.model, optimizer=self.optimizer,
+            scheduler=self.scheduler, state=self.state, cfg=self.cfg, task=self.task, env=self.env,
+        )  # fmt: skip

@@ -1,0 +1,129 @@
+"""The trainer's checkpoint bookkeeping: what goes into ``last.pt`` / ``best.pt``, and resuming.
+
+:mod:`~attnlab.train.checkpoint` defines the file format (atomic writes, versioned loads);
+this module fills it from a running trainer and restores a run from it, so that a resumed run
+continues bit-exactly (same weights, optimizer and schedule state, progress and RNG streams).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+
+from .checkpoint import config_changes, load_checkpoint, save_checkpoint
+from .distributed import DistEnv, all_gather_object
+from .rng import get_rng_state, set_rng_state
+from .state import TrainState
+
+if TYPE_CHECKING:
+    from attnlab.tasks.base import Task
+
+    from .config import RunConfig
+
+__all__ = ["save_training_checkpoint", "find_resume_checkpoint", "restore_training", "restore_rng"]
+
+logger = logging.getLogger(__name__)
+
+
+def save_training_checkpoint(
+    path: Path,
+    *,
+    model: nn.Module,
+    optimizer: Optimizer,
+    scheduler: LambdaLR,
+    state: TrainState,
+    cfg: RunConfig,
+    task: Task,
+    env: DistEnv,
+) -> None:
+    """Write a resumable checkpoint to ``path``.
+
+    Collective: every rank contributes its RNG state; rank 0 alone writes the file.
+
+    Args:
+        path: the checkpoint file (``out_dir/last.pt`` or ``out_dir/best.pt``).
+        model: the *unwrapped* model (not its DDP wrapper).
+        optimizer: the optimizer.
+        scheduler: the LR scheduler.
+        state: the run's progress.
+        cfg: the resolved run configuration.
+        task: the task (its ``state_dict`` holds the vocabularies).
+        env: this process's place in the run.
+    """
+    rng = all_gather_object(get_rng_state(), env)
+    if not env.is_main:
+        return
+    save_checkpoint(
+        path,
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng,
+            "state": state.to_dict(),
+            "config": cfg.to_dict(),
+            "task": task.state_dict(),
+            "world_size": env.world_size,
+        },
+    )
+
+
+def find_resume_checkpoint(
+    path: Path, cfg: RunConfig, env: DistEnv, *, resume: bool
+) -> dict[str, Any] | None:
+    """The checkpoint to resume from, or ``None`` to start from scratch.
+
+    Warns (on rank 0) when ``path`` exists but is not resumed (it will be overwritten), when
+    ``resume`` finds nothing there, and when the checkpoint was written with another config or
+    another number of ranks (the run then is not an exact continuation).
+
+    Args:
+        path: the run's ``last.pt``.
+        cfg: the current run configuration.
+        env: this process's place in the run.
+        resume: whether to resume at all.
+    """
+    if not resume:
+        if path.is_file() and env.is_main:
+            logger.warning("%s exists and will be overwritten (resume to continue it)", path)
+        return None
+    if not path.is_file():
+        if env.is_main:
+            logger.warning("resume: no %s, starting from scratch", path)
+        return None
+    ckpt = load_checkpoint(path, map_location="cpu")
+    changed = config_changes(ckpt["config"], cfg.to_dict())
+    if changed and env.is_main:
+        logger.warning("resuming with a changed config (%s): not an exact resume", changed)
+    if ckpt.get("world_size") != env.world_size and env.is_main:
+        logger.warning(
+            "resuming a %s-rank checkpoint on %d ranks: data shards and RNG streams differ",
+            ckpt.get("world_size"), env.world_size,
+        )  # fmt: skip
+    if env.is_main:
+        logger.info("resuming from %s at step %d", path, ckpt["state"]["step"])
+    return ckpt
+
+
+def restore_training(
+    ckpt: dict[str, Any], model: nn.Module, optimizer: Optimizer, scheduler: LambdaLR
+) -> TrainState:
+    """Load the weights, optimizer and schedule state of ``ckpt``; return its progress."""
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    sched = dict(ckpt["scheduler"])
+    # The schedule's shape (total steps, warm-up) comes from the current config.
+    sched["lr_lambdas"] = [None] * len(sched.get("lr_lambdas", []))
+    scheduler.load_state_dict(sched)
+    return TrainState.from_dict(ckpt["state"])
+
+
+def restore_rng(states: list[dict[str, Any]], rank: int) -> None:
+    """Restore this rank's RNG state from a checkpoint's per-rank list (rank 0's if the
+    checkpoint had fewer ranks)."""
+    set_rng_state(states[rank] if rank < len(states) else states[0])
