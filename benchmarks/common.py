@@ -1,11 +1,9 @@
-"""Shared helpers for the benchmarks: timing, peak memory in a fresh process, machine info."""
+"""Shared helpers for the benchmarks: timing, the matmul rate, machine info."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import platform
-import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -26,31 +24,6 @@ def timeit(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1, min_t
         if len(times) >= 50:
             break
     return statistics.median(times)
-
-
-def _peak_child(setup, run, args, queue) -> None:
-    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", torch.get_num_threads())))
-    state = setup(*args)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = run(state)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put(((after - before) * 1024, out))
-
-
-def peak_extra_memory(setup, run, *args):
-    """Peak resident memory (bytes) that ``run(setup(*args))`` adds, measured in a fresh process.
-
-    ``ru_maxrss`` is the process's high-water mark; measuring its growth across ``run`` counts
-    every tensor the computation allocates at its peak (inputs are made in ``setup`` and
-    excluded). Returns ``(bytes, run's return value)``.
-    """
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_peak_child, args=(setup, run, args, queue))
-    proc.start()
-    result = queue.get()
-    proc.join()
-    return result
 
 
 def machine() -> str:
