@@ -56,8 +56,8 @@ class TorchTransformerEncoder(SequenceEncoder):
 
 
 BUDGET = [
-    "--train.batch_size=32",
-    "--train.lr=2e-3",
+    "--train.batch_size=64",
+    "--train.lr=3e-3",
     "--train.warmup_fraction=0.05",
     "--train.bf16=true",
 ]

@@ -68,5 +68,13 @@ def build_optimizer(
     weight_decay: float,
     betas: tuple[float, float] = (0.9, 0.999),
 ) -> torch.optim.AdamW:
-    """AdamW over :func:`param_groups`."""
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas)
+    """AdamW over :func:`param_groups`, with the fused kernel where every parameter supports it.
+
+    The fused (single-kernel) update matters on CPU: a tagger's word embedding holds most of its
+    parameters, and the per-tensor loop of the default implementation spent a third of each
+    training step there.
+    """
+    groups = param_groups(model, weight_decay)
+    fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda")
+                for g in groups for p in g["params"])  # fmt: skip
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused or None)
