@@ -30,8 +30,8 @@ def _budget(quick: bool) -> list[str]:
     return [
         f"--task_options.max_train_sentences={sentences}",
         f"--train.epochs={epochs}",
-        "--train.batch_size=32",
-        "--train.lr=2e-3",
+        "--train.batch_size=64",
+        "--train.lr=3e-3",
         "--train.warmup_fraction=0.05",
         "--train.bf16=true",
     ]

@@ -49,9 +49,11 @@ class _TextTask(Task):
     def default_model_config(cls) -> ModelConfig:
         return ModelConfig()
 
-    def _build_vocab(self, train: Sequence[Sequence[str]], min_count: int) -> None:
+    def _build_vocab(
+        self, train: Sequence[Sequence[str]], min_count: int, lowercase: bool = False
+    ) -> None:
         if self.vocab is None:
-            self.vocab = Vocabulary.build(train, min_count=min_count)
+            self.vocab = Vocabulary.build(train, min_count=min_count, lowercase=lowercase)
             self.chars = CharVocabulary.build(train)
 
     def encode(self, sentences: Sequence[Sequence[str]]) -> dict[str, Tensor]:
@@ -218,7 +220,8 @@ class SentenceTask(_TextTask):
         corpus = load_sentences(self.corpus)
         self._splits = {"train": list(corpus.train), "dev": list(corpus.dev),
                         "test": list(corpus.test)}  # fmt: skip
-        self._build_vocab([s for s, _ in corpus.train], cfg.task_options.min_count)
+        opts: SentenceOptions = cfg.task_options
+        self._build_vocab([s for s, _ in corpus.train], opts.min_count, opts.lowercase)
         if not self.labels:
             self.labels = list(corpus.labels)
 
