@@ -410,3 +410,8 @@ def test_cross_attention_positional_with_cache_is_refused():
     x, ctx = torch.randn(1, 2, 16, dtype=F64), torch.randn(1, 3, 16, dtype=F64)
     with pytest.raises(ValueError, match="positional: with cross-attention and a KV cache"):
         m(x, ctx, positional=Rotary(4), cache=KVCache())
+
+
+def test_kernel_with_attention_dropout_is_refused():
+    with pytest.raises(ValueError, match="efficient kernels never form attention weights"):
+        MultiHeadAttention(16, 4, dropout=0.1, kernel="linear")

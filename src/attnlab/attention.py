@@ -136,6 +136,12 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(dim, dim, bias=bias)
         self.kernel = None
         if kernel is not None:
+            if dropout > 0:
+                raise ValueError(
+                    f"dropout={dropout}: efficient kernels never form attention weights, so "
+                    "there is nothing to drop; use dropout=0 with kernel= (residual dropout "
+                    "in the blocks still applies)"
+                )
             if score != "scaled_dot" or normalize != "softmax" or backend != "auto":
                 raise ValueError(
                     "kernel= replaces the exact attention maths; leave score, normalize and "

@@ -122,7 +122,8 @@ class TransformerBlock(nn.Module):
         options = dict(attention or {})
         if "context_dim" in options:
             raise ValueError("pass context_dim to the block, not inside attention={...}")
-        options.setdefault("dropout", dropout)
+        if options.get("kernel") is None:  # efficient kernels have no attention-weight dropout
+            options.setdefault("dropout", dropout)
         self.dim, self.heads = dim, heads
         self.norm_first, self.causal = norm_first, causal
         # One Mask object per block: it caches its FlexAttention block masks per shape.
