@@ -39,8 +39,8 @@ def _tasks(args: argparse.Namespace) -> int:
     from .tasks import TASKS
 
     for name in TASKS.names():
-        task = TASKS.get(name)
-        print(f"{name:<10} {(task.__doc__ or '').strip().splitlines()[0]}")
+        lines = (TASKS.get(name).__doc__ or "").strip().splitlines()
+        print(f"{name:<10} {lines[0] if lines else ''}")
     return 0
 
 
