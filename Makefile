@@ -28,6 +28,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(VENV)/bin/attnlab bench attention
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
