@@ -415,3 +415,18 @@ def test_cross_attention_positional_with_cache_is_refused():
 def test_kernel_with_attention_dropout_is_refused():
     with pytest.raises(ValueError, match="efficient kernels never form attention weights"):
         MultiHeadAttention(16, 4, dropout=0.1, kernel="linear")
+
+
+def test_inference_cache_of_fused_projection_follows_weight_updates():
+    m = layer()
+    x = torch.randn(2, 5, 16, dtype=F64)
+    with torch.no_grad():
+        before = m(x).out
+        m.kv_proj.weight.add_(1.0)  # an optimizer-style in-place update
+        after = m(x).out
+    ref = MultiHeadAttention(16, 4).to(F64).eval()
+    ref.load_state_dict(m.state_dict())
+    with torch.enable_grad():
+        expected = ref(x).out
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, expected, rtol=0, atol=1e-12)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .backends import BACKENDS, Problem, run_backend
@@ -199,13 +200,23 @@ class MultiHeadAttention(nn.Module):
         if acts_on == "input":
             positional.check_length(offset + n)
             x = positional(x, offset=offset)
-        q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
+        if context is None:
+            # Self-attention: one (dim -> 3 dim) matmul instead of two smaller ones.
+            w, bias_in = self._fused_qkv()
+            qkv = (
+                F.linear(x, w, bias_in).view(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
+            )  # (3, b, h, i, d)
+            q, kv, m = qkv[0], qkv[1:], n
+        else:
+            q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
         if context is not None and cache is not None and cache.k is not None:
             k, v = cache.k, cache.v  # cross-attention: the context was projected once
         else:
-            src = x if context is None else context
-            m = src.shape[1]
-            kv = self.kv_proj(src).view(b, m, 2, h, d).permute(2, 0, 3, 1, 4)  # (2, b, h, j, d)
+            if context is not None:
+                m = context.shape[1]
+                kv = (
+                    self.kv_proj(context).view(b, m, 2, h, d).permute(2, 0, 3, 1, 4)
+                )  # (2, b, h, j, d)
             k, v = kv[0], kv[1]
             if acts_on == "qk":
                 positional.check_length(offset + max(n, m))
@@ -244,6 +255,25 @@ class MultiHeadAttention(nn.Module):
             out, weights, ran = run_backend(self.backend, problem)
         out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
         return AttentionOutput(self.out_proj(out), weights, ran)
+
+    def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
+        """``[W_q; W_kv]`` and ``[b_q; b_kv]`` for one self-attention matmul.
+
+        Without autograd the concatenation is cached until a parameter changes (an in-place
+        update bumps its version; ``.to()`` gives new storage), so inference pays no copy.
+        """
+        params = [self.q_proj.weight, self.kv_proj.weight]
+        if self.q_proj.bias is not None:
+            params += [self.q_proj.bias, self.kv_proj.bias]
+        key = tuple((p._version, p.data_ptr(), p.dtype) for p in params)
+        cached = self.__dict__.get("_qkv_cache")
+        if not torch.is_grad_enabled() and cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        w = torch.cat(params[:2])
+        bias = torch.cat(params[2:]) if len(params) > 2 else None
+        if not torch.is_grad_enabled():
+            self.__dict__["_qkv_cache"] = (key, w, bias)
+        return w, bias
 
     # ---- interop ----------------------------------------------------------------------------
     @classmethod
