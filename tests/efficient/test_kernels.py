@@ -91,7 +91,8 @@ def test_gradients_reach_every_parameter(name, opts):
     reads = mha.kernel.reads
     for pname, p in mha.named_parameters():
         if pname.startswith("q_proj") and "q" not in reads:
-            assert p.grad is None, f"{pname}: {name} reads no queries"
+            # no signal: with the fused q/k/v matmul the gradient exists but is exactly zero
+            assert p.grad is None or p.grad.abs().sum() == 0, f"{pname}: {name} reads no queries"
             continue
         assert p.grad is not None and p.grad.abs().sum() > 0, f"{pname} got no gradient"
     if "k" not in reads:  # documented: the key half of kv_proj gets no signal
