@@ -200,26 +200,26 @@ class MultiHeadAttention(nn.Module):
         if acts_on == "input":
             positional.check_length(offset + n)
             x = positional(x, offset=offset)
-        if context is None:
-            # Self-attention: one (dim -> 3 dim) matmul instead of two smaller ones.
+        fresh_keys = True  # False when cross-attention reuses a cache filled earlier
+        if context is None:  # self-attention: one (dim -> 3 dim) matmul instead of two
             w, bias_in = self._fused_qkv()
             qkv = (
                 F.linear(x, w, bias_in).view(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
             )  # (3, b, h, i, d)
-            q, kv, m = qkv[0], qkv[1:], n
+            q, k, v = qkv[0], qkv[1], qkv[2]
         else:
             q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
-        if context is not None and cache is not None and cache.k is not None:
-            k, v = cache.k, cache.v  # cross-attention: the context was projected once
-        else:
-            if context is not None:
+            if cache is not None and cache.k is not None:
+                k, v, fresh_keys = cache.k, cache.v, False  # the context was projected once
+            else:
                 m = context.shape[1]
                 kv = (
                     self.kv_proj(context).view(b, m, 2, h, d).permute(2, 0, 3, 1, 4)
                 )  # (2, b, h, j, d)
-            k, v = kv[0], kv[1]
+                k, v = kv[0], kv[1]
+        if fresh_keys:
             if acts_on == "qk":
-                positional.check_length(offset + max(n, m))
+                positional.check_length(offset + max(n, k.shape[2]))
                 q, k = positional.rotate(q, k, q_offset=offset, k_offset=offset)
             if cache is not None:
                 k, v = cache.append(k, v)
