@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -278,10 +277,10 @@ class TransformerBlock(nn.Module):
         # Cast first, copy after: copying into default-dtype (float32) parameters would round
         # float64 weights.
         block.to(device=fc1.weight.device, dtype=fc1.weight.dtype)
-        block.self_attn = _attention_from_torch(sa, options)
+        block.self_attn = MultiHeadAttention.from_torch(sa, **options)
         norms = [(block.attn_norm, layer.norm1), (block.ff_norm, layer.norm2)]
         if decoder:
-            block.cross_attn = _attention_from_torch(ca, options)
+            block.cross_attn = MultiHeadAttention.from_torch(ca, **options)
             norms = [(block.attn_norm, layer.norm1), (block.cross_norm, layer.norm2)]
             norms.append((block.ff_norm, layer.norm3))
         if isinstance(act, nn.Module):
@@ -294,31 +293,6 @@ class TransformerBlock(nn.Module):
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}, causal={self.causal}"
-
-
-def _attention_from_torch(m: nn.MultiheadAttention, options: dict[str, Any]) -> MultiHeadAttention:
-    """``MultiHeadAttention.from_torch(m)`` with the weights copied again at ``m``'s dtype.
-
-    ``MultiHeadAttention.from_torch`` copies into default-dtype parameters and casts after,
-    which rounds float64 weights to float32 (errors ~1e-8); the second copy is exact. Drop it
-    once ``from_torch`` casts before copying.
-    """
-    attn = MultiHeadAttention.from_torch(m, **options)
-    e = m.embed_dim
-    if m._qkv_same_embed_dim:
-        wq, wk, wv = m.in_proj_weight.split(e)
-    else:
-        wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
-    with torch.no_grad():
-        attn.q_proj.weight.copy_(wq)
-        attn.kv_proj.weight.copy_(torch.cat([wk, wv]))
-        attn.out_proj.weight.copy_(m.out_proj.weight)
-        if m.in_proj_bias is not None:
-            bq, bkv = m.in_proj_bias.split([e, 2 * e])
-            attn.q_proj.bias.copy_(bq)
-            attn.kv_proj.bias.copy_(bkv)
-            attn.out_proj.bias.copy_(m.out_proj.bias)
-    return attn
 
 
 def _own_copy(options: dict[str, Any]) -> dict[str, Any]:
