@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import sys
+import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, matmul_gflops, timeit  # noqa: E402
+from common import machine, matmul_gflops  # noqa: E402
 
 from attnlab import MultiHeadAttention, masks  # noqa: E402
-from attnlab.efficient._measure import peak_tensor_bytes
 from attnlab.backends import ChunkedBackend, FlexBackend, Problem, SDPABackend  # noqa: E402
+from attnlab.bench import peak_tensor_bytes, time_call  # noqa: E402
 from attnlab.functional import ScaledDotScore, SoftmaxNorm, attend, make_score  # noqa: E402
 
 torch.manual_seed(0)
@@ -44,9 +44,9 @@ def eval_speed(lengths):
     for n in lengths:
         x = torch.randn(1, n, 512)
         with torch.no_grad():
-            t_ours = timeit(lambda x=x: ours(x), repeats=9, min_time=3)
-            t_ref = timeit(lambda x=x: ref(x, x, x), repeats=9, min_time=3)
-            t_ref_nw = timeit(lambda x=x: ref(x, x, x, need_weights=False), repeats=9, min_time=3)
+            t_ours = time_call(lambda x=x: ours(x), min_time=3)
+            t_ref = time_call(lambda x=x: ref(x, x, x), min_time=3)
+            t_ref_nw = time_call(lambda x=x: ref(x, x, x, need_weights=False), min_time=3)
             backend = ours(x).backend
         rows.append(dict(n=n, attnlab_ms=t_ours * 1e3, torch_ms=t_ref * 1e3,
                          torch_no_weights_ms=t_ref_nw * 1e3, speedup=t_ref / t_ours,
@@ -70,7 +70,7 @@ def train_speed(n=1024):
     def step_ref_nw():
         ref(x, x, x, need_weights=False)[0].sum().backward()
 
-    t_o, t_r, t_rnw = (timeit(f, repeats=5, min_time=2) for f in (step_ours, step_ref, step_ref_nw))
+    t_o, t_r, t_rnw = (time_call(f, min_time=2) for f in (step_ours, step_ref, step_ref_nw))
     print(f"  train n={n}: attnlab {t_o*1e3:.1f} ms, torch {t_r*1e3:.1f} ms (x{t_r/t_o:.2f}), "
           f"torch need_weights=False {t_rnw*1e3:.1f} ms (x{t_rnw/t_o:.2f})", flush=True)  # fmt: skip
     return dict(n=n, attnlab_ms=t_o * 1e3, torch_ms=t_r * 1e3, torch_no_weights_ms=t_rnw * 1e3,
@@ -85,8 +85,8 @@ def dense_rate(lengths, heads=8, d=64):
         q, k, v = torch.randn(3, 1, heads, n, d).unbind(0)
         p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm())
         with torch.no_grad():
-            t = timeit(lambda p=p: SDPABackend()(p), repeats=5, min_time=1)
-            t_ref = timeit(lambda: attend(q, k, v), repeats=3) if n <= 4096 else float("nan")
+            t = time_call(lambda p=p: SDPABackend()(p), min_time=1)
+            t_ref = time_call(lambda: attend(q, k, v), repeats=3) if n <= 4096 else float("nan")
         flops = 4 * heads * n * n * d
         rows.append(dict(n=n, gflops=flops / t / 1e9, matmul_gflops=mm, fraction=flops / t / 1e9 / mm,
                          reference_gflops=flops / t_ref / 1e9))  # fmt: skip
@@ -103,17 +103,17 @@ def local_flex(n=16384, window=256, heads=8, d=64):
     with torch.no_grad():
         bm = flex.block_mask(p)
         density = 1 - bm.sparsity() / 100
-        t_flex = timeit(lambda: flex(p), repeats=5, warmup=2)
+        t_flex = time_call(lambda: flex(p), repeats=5)  # after two warm-up calls
         dense = m.dense(1, heads, n, n)
         pd = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=dense)
-        t_dense = timeit(lambda: SDPABackend()(pd), repeats=2)
-        t_full = timeit(lambda: SDPABackend()(Problem(q, k, v, ScaledDotScore(), SoftmaxNorm())),
-                        repeats=2)  # fmt: skip
+        t_dense = time_call(lambda: SDPABackend()(pd), repeats=2)
+        t_full = time_call(lambda: SDPABackend()(Problem(q, k, v, ScaledDotScore(), SoftmaxNorm())),
+                           repeats=2)  # fmt: skip
         err = (flex(p)[0] - SDPABackend()(pd)[0]).abs().max().item()
         # flex's own cost with every block computed: the sparse kernel's dense baseline
         every = masks.from_tensor(torch.ones(1, 1, n, n, dtype=torch.bool))
         pf = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=every)
-        t_flex_full = timeit(lambda: flex(pf), repeats=1)
+        t_flex_full = time_call(lambda: flex(pf), repeats=1)
     implied = t_full * density
     implied_flex = t_flex_full * density
     print(f"  local({window}) n={n}: flex {t_flex*1e3:.1f} ms, dense-mask sdpa {t_dense*1e3:.1f} ms "
@@ -187,7 +187,7 @@ def bf16_speed(lengths):
                 out = ours(x).out
             out.float().sum().backward()
 
-        t = [timeit(f, repeats=5, min_time=1) for f in (fwd, fwd_bf16, step, step_bf16)]
+        t = [time_call(f, min_time=1) for f in (fwd, fwd_bf16, step, step_bf16)]
         rows.append(dict(n=n, fwd_fp32_ms=t[0] * 1e3, fwd_bf16_ms=t[1] * 1e3, fwd_speedup=t[0] / t[1],
                          step_fp32_ms=t[2] * 1e3, step_bf16_ms=t[3] * 1e3, step_speedup=t[2] / t[3]))  # fmt: skip
         print(f"  bf16 n={n}: fwd x{t[0]/t[1]:.2f} ({t[0]*1e3:.1f} -> {t[1]*1e3:.1f} ms), "

@@ -72,7 +72,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .efficient.report_cli import bench_command
+    from .bench.cli import bench_command
 
     return bench_command(args)
 

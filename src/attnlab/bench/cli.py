@@ -1,4 +1,4 @@
-"""``attnlab bench attention``: run :func:`~attnlab.efficient.bench.bench_attention` and print
+"""``attnlab bench attention``: run :func:`~attnlab.bench.attention.bench_attention` and print
 the Long Range Arena-style summary (Tay et al. 2021, Table 2): speed relative to exact
 attention at 1K-4K tokens, peak memory, the 16K speed-ups, the scaling exponent, the
 approximation errors and the recurrent linear step."""
@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from . import KERNELS
+from ..efficient import KERNELS
+from .attention import approximation_errors, bench_attention, bench_recurrent_linear
 
 DEFAULT_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 
@@ -68,8 +69,6 @@ def print_summary(summary: dict[str, Any], kernels: list[str]) -> None:
 
 
 def bench_command(args: argparse.Namespace) -> int:
-    from .bench import approximation_errors, bench_attention, bench_recurrent_linear
-
     kernels = args.kernels or KERNELS.names()
     for name in kernels:
         KERNELS.get(name)  # unknown names list the valid ones before any work

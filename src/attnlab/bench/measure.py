@@ -1,4 +1,8 @@
-"""How the benchmark measures: median wall time, peak tensor memory, and a memory estimate.
+"""How the benchmarks measure: time per call, peak tensor memory, and a memory estimate.
+
+Time: :func:`time_call` is the one timer of the package and of ``benchmarks/``; it wraps
+:class:`torch.utils.benchmark.Timer`, which warms up, keeps the caller's thread count and
+synchronises CUDA before reading the clock.
 
 Peak memory on CPU: PyTorch keeps no allocator statistics for CPU tensors (there is no
 ``torch.cpu.max_memory_allocated``), and the process's RSS mixes tensors with the allocator's
@@ -15,29 +19,50 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils.benchmark import Timer
 
-from .local import default_block
+from ..efficient.local import default_block
 
-__all__ = ["median_time", "peak_tensor_bytes", "estimate_bytes", "available_bytes"]
+__all__ = ["time_call", "peak_tensor_bytes", "estimate_bytes", "available_bytes"]
 
 
-def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall time (seconds) of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def time_call(fn: Callable[[], Any], *, repeats: int = 5, min_time: float = 0.0) -> float:
+    """Seconds per call of ``fn()``, measured with :class:`torch.utils.benchmark.Timer`.
+
+    * ``min_time == 0``: a fixed count, ``Timer.timeit(repeats)``: ``max(2, repeats // 100)``
+      warm-up calls, then ``repeats`` calls back to back; returns their mean. The cost is
+      known in advance (``repeats + 2`` calls for ``repeats < 200``), which the kernel
+      sweep's time budget relies on.
+    * ``min_time > 0``: ``Timer.blocked_autorange(min_run_time=min_time)``: warm-up calls
+      that size a block (enough calls that the clock's overhead is negligible), then blocks
+      until ``min_time`` seconds are measured; returns the median over blocks of the time
+      per call, robust to a busy machine's outliers.
+
+    The timer runs with the caller's ``torch.get_num_threads()`` (``Timer`` would use one
+    thread by default) and, like :mod:`timeit`, with Python's garbage collector paused. Set ``fn``'s thread count, autocast and grad mode inside ``fn`` or
+    around this call.
+
+    Args:
+        fn: the call to time; its result is discarded.
+        repeats: timed calls in fixed-count mode (at least 1).
+        min_time: seconds of measurement in autorange mode (0: fixed count).
+
+    Returns:
+        Seconds per call.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if min_time < 0:
+        raise ValueError(f"min_time must be >= 0 seconds, got {min_time}")
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    if min_time > 0:
+        return timer.blocked_autorange(min_run_time=min_time).median
+    return timer.timeit(repeats).median
 
 
 def peak_tensor_bytes(fn: Callable[[], Any]) -> tuple[int, Any]:

@@ -1,4 +1,4 @@
-"""Reporting of :func:`attnlab.efficient.bench.bench_attention`: crossovers, plot, CSV."""
+"""Reporting of :func:`attnlab.bench.attention.bench_attention`: crossovers, plot, CSV."""
 
 from __future__ import annotations
 

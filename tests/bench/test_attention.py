@@ -1,5 +1,5 @@
-"""The kernel benchmark: its memory probe measures what it claims, a tiny sweep writes its
-outputs, crossovers and skips are reported, accuracy and recurrent-step helpers run."""
+"""The kernel sweep: a tiny sweep writes its outputs and reports its skips, its memory estimate
+covers the measured peak, accuracy and recurrent-step helpers run."""
 
 from __future__ import annotations
 
@@ -7,44 +7,8 @@ import csv
 import json
 
 import pytest
-import torch
 
-from attnlab.efficient._measure import peak_tensor_bytes
-from attnlab.efficient.bench import (
-    approximation_errors,
-    bench_attention,
-    bench_recurrent_linear,
-    crossovers,
-)
-
-MB = 1_000_000
-
-
-def test_peak_tensor_bytes_counts_live_tensors_at_their_peak():
-    def run():
-        a = torch.ones(MB)  # 4 MB
-        b = torch.ones(2 * MB)  # 8 MB: 12 MB live
-        del a
-        c = b * 2  # 8 MB: 16 MB live at the peak
-        del b
-        return c  # 8 MB still alive at the end
-
-    peak, out = peak_tensor_bytes(run)
-    assert abs(peak - 16 * MB) < 1024 and out.numel() == 2 * MB  # (+ a few scalar tensors)
-    assert peak_tensor_bytes(lambda: None)[0] == 0
-    existing = torch.ones(4 * MB)  # tensors made before the call are not counted
-    assert peak_tensor_bytes(lambda: existing.add_(1))[0] < 1024
-
-
-def test_peak_tensor_bytes_sees_the_backward_pass():
-    x = torch.randn(256, 256, requires_grad=True)  # 256 KiB
-
-    def run():
-        (x @ x).sum().backward()
-
-    peak, _ = peak_tensor_bytes(run)
-    assert peak >= 2 * x.numel() * 4  # the product and x.grad at least
-    assert x.grad is not None
+from attnlab.bench import approximation_errors, bench_attention, bench_recurrent_linear
 
 
 @pytest.mark.slow
@@ -77,20 +41,6 @@ def test_bench_attention_writes_csv_plot_config_and_skips_what_does_not_fit(tmp_
     assert (tmp_path / "crossovers.csv").exists()
     config = json.loads((tmp_path / "bench_config.json").read_text())
     assert config["lengths"] == [32, 64] and config["memory_budget"] == 300_000
-
-
-def test_crossovers_need_the_kernel_to_stay_faster():
-    def row(kernel, n, t, status="ok"):
-        return dict(kernel=kernel, mode="fwd", n=n, time_s=t, status=status)
-
-    rows = [row("sdpa", n, n**2) for n in (1, 2, 4)] + [row("sdpa", 8, None, "skipped")]
-    rows += [row("a", n, t) for n, t in ((1, 2), (2, 1), (4, 100), (8, 1))]  # loses at 4
-    rows += [row("b", n, t) for n, t in ((1, 2), (2, 1), (4, 1), (8, 1))]
-    rows += [row("c", n, 1e9) for n in (1, 2, 4)]
-    cross = crossovers(rows)
-    assert cross[("a", "fwd")] == 8  # only past the baseline's reach
-    assert cross[("b", "fwd")] == 2
-    assert cross[("c", "fwd")] is None
 
 
 def test_approximation_errors_of_exact_configurations_are_rounding():

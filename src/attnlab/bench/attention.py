@@ -10,7 +10,8 @@
 
 All measurements are on the attention maths alone: random, already projected ``q, k, v`` of
 shape ``(b, h, n, d)``, ``d = dim // heads``. Memory is the peak of live tensor bytes a call
-adds (:func:`attnlab.efficient._measure.peak_tensor_bytes`).
+adds (:func:`attnlab.bench.measure.peak_tensor_bytes`); time is
+:func:`attnlab.bench.measure.time_call`.
 
 Legend: ``b`` batch, ``h`` heads, ``n`` tokens, ``d`` head dim.
 """
@@ -28,17 +29,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import masks
+from ..efficient import KERNELS, kernel_options, make_kernel
 from ..functional import attend
-from . import KERNELS, kernel_options, make_kernel
-from ._measure import available_bytes, estimate_bytes, median_time, peak_tensor_bytes
-from ._report import crossovers, plot_bench, write_csv
+from .measure import available_bytes, estimate_bytes, peak_tensor_bytes, time_call
+from .report import crossovers, plot_bench, write_csv
 
 __all__ = [
     "bench_attention",
     "approximation_errors",
     "bench_recurrent_linear",
-    "crossovers",
-    "plot_bench",
     "scaled_options",
     "BASELINES",
 ]
@@ -127,8 +126,9 @@ def bench_attention(
 ) -> list[dict[str, Any]]:
     """Time and peak memory of each kernel and exact baseline at each length and mode.
 
-    Each measurement is one warm-up call, then the median of ``repeats`` timed calls, then one
-    call under the memory probe. A measurement is skipped (status ``"skipped"`` with the reason)
+    Each measurement is :func:`~attnlab.bench.measure.time_call` with a fixed count (warm-up
+    calls, then the mean of ``repeats`` timed calls), then one call under the memory
+    probe. A measurement is skipped (status ``"skipped"`` with the reason)
     when its estimated memory exceeds ``memory_budget`` or its time, extrapolated from shorter
     lengths, exceeds ``time_budget`` seconds for all its calls; a failure is recorded as
     ``"error"``. Writes ``attention_bench.csv``, ``attention_bench.png`` (time and memory vs
@@ -201,12 +201,12 @@ def _bench(
                 predicted = _predict_time(history, n, name in ("reference", "synthesizer"))
                 if est > budget:
                     row.update(status="skipped", reason=f"estimated {est / 2**30:.1f} GiB > budget")
-                elif predicted is not None and predicted * (repeats + 2) > time_budget:
+                elif predicted is not None and predicted * (repeats + 3) > time_budget:
                     row.update(status="skipped", reason=f"predicted {predicted:.1f} s per call")
                 else:
                     try:
                         run = _runner(name, n, opts, batch=batch, heads=heads, dim=dim, mode=mode)
-                        row["time_s"] = median_time(run, repeats=repeats)
+                        row["time_s"] = time_call(run, repeats=repeats)
                         row["peak_bytes"], _ = peak_tensor_bytes(run)
                         history.append((n, row["time_s"]))
                     except (RuntimeError, ValueError, MemoryError) as err:
@@ -254,7 +254,7 @@ def approximation_errors(
     shared-QK attention (``rel_error_own_exact``); the synthesizer computes no q.k at all, so
     its error says only how far an untrained synthesizer is from dot-product attention.
     """
-    from .reformer import shared_qk_attention
+    from ..efficient.reformer import shared_qk_attention
 
     d = dim // heads
     gen = torch.Generator().manual_seed(seed)
@@ -291,7 +291,7 @@ def bench_recurrent_linear(
 
     Returns rows ``{n, method, time_s, peak_bytes, state_bytes}``.
     """
-    from .linear import LinearKernel
+    from ..efficient.linear import LinearKernel
 
     d = dim // heads
     kernel = LinearKernel(dim=dim, heads=heads)
@@ -321,7 +321,7 @@ def bench_recurrent_linear(
                 dict(
                     n=n,
                     method=method,
-                    time_s=median_time(fn, repeats=repeats),
+                    time_s=time_call(fn, repeats=repeats),
                     peak_bytes=peak_tensor_bytes(fn)[0],
                     state_bytes=state_bytes,
                 )  # fmt: skip
