@@ -1,17 +1,25 @@
-"""Shared, seeded fixtures for the attention core tests.
+"""Shared, seeded fixtures for the tests.
 
 ``mask_kind`` parametrises a test over every kind of mask the library builds (and the ways they
 compose); ``make_mask(kind, b, h, n)`` renders one for a self-attention problem of ``n`` tokens.
+``data_mirror`` is the shared data mirror's directory (the test is skipped without one);
+``data_mirror_or_none`` is the same or None, for tests that run either way.
 
 Legend: ``b`` batch, ``h`` heads, ``n`` tokens (queries = keys), ``d`` head dim.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
 from attnlab import masks
+from attnlab.data.registry import DATA_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: every mask kind of the core, alone and composed; None = no mask
 MASK_KINDS = [
@@ -93,3 +101,37 @@ def mask_kind(request) -> str:
 def make_mask():
     """``make_mask(kind, b, h, n)``: see :func:`build_mask`."""
     return build_mask
+
+
+# -- the shared data mirror ------------------------------------------------------------------------
+
+
+def _find_data_mirror() -> Path | None:
+    """The shared data mirror: ``$ATTNLAB_DATA``, else ``../shared/data`` beside the repository
+    root; None when that directory does not exist."""
+    env = os.environ.get(DATA_ENV, "").strip()
+    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+# Looked up once, when the tests are collected: tests that point $ATTNLAB_DATA elsewhere (with
+# monkeypatch) must not change where the others find the mirror.
+_DATA_MIRROR = _find_data_mirror()
+
+
+@pytest.fixture(scope="session")
+def data_mirror_or_none() -> Path | None:
+    """The shared data mirror's directory, or None when there is none."""
+    return _DATA_MIRROR
+
+
+@pytest.fixture
+def data_mirror(data_mirror_or_none: Path | None) -> Path:
+    """The shared data mirror's directory; skips the test when there is none.
+
+    Use it as an argument, or as ``@pytest.mark.usefixtures("data_mirror")`` for a test that
+    reads the mirror through ``$ATTNLAB_DATA``.
+    """
+    if data_mirror_or_none is None:
+        pytest.skip(f"no data mirror: set {DATA_ENV} or provide ../shared/data")
+    return data_mirror_or_none

@@ -1,7 +1,6 @@
 """Tests of attnlab.data.corpora against the data mirror (counts from its README)."""
 
 import hashlib
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -20,20 +19,9 @@ from attnlab.data.corpora import (
 from attnlab.data.readers import list_zip_fileids, read_sentences
 from attnlab.data.registry import DatasetUnavailable
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _shared_mirror() -> Path | None:
-    """The shared data mirror: $ATTNLAB_DATA, else ../shared/data from the repository root."""
-    env = os.environ.get("ATTNLAB_DATA", "").strip()
-    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
-    return path if path.is_dir() else None
-
-
-MIRROR = _shared_mirror()
-needs_mirror = pytest.mark.skipif(
-    MIRROR is None, reason="no data mirror: set ATTNLAB_DATA or provide ../shared/data"
-)
+# Tests that read the mirror through $ATTNLAB_DATA (set by use_mirror); the ``data_mirror``
+# fixture (tests/conftest.py) skips them when there is no mirror.
+needs_mirror = pytest.mark.usefixtures("data_mirror")
 
 
 def _no_network(url: str, timeout: float) -> None:
@@ -41,11 +29,11 @@ def _no_network(url: str, timeout: float) -> None:
 
 
 @pytest.fixture(autouse=True)
-def use_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
+def use_mirror(monkeypatch: pytest.MonkeyPatch, data_mirror_or_none: Path | None) -> None:
     """Read from the mirror and never from the network."""
     monkeypatch.setattr(resolve, "_urlopen", _no_network)
-    if MIRROR is not None:
-        monkeypatch.setenv("ATTNLAB_DATA", str(MIRROR))
+    if data_mirror_or_none is not None:
+        monkeypatch.setenv("ATTNLAB_DATA", str(data_mirror_or_none))
 
 
 def _n_tokens(sentences: tuple) -> int:
@@ -98,10 +86,8 @@ def test_brown_universal() -> None:
     assert load_tagging("brown") is brown  # cached
 
 
-@needs_mirror
-def test_brown_split_is_by_document_and_pinned() -> None:
-    assert MIRROR is not None
-    fileids = list_zip_fileids(MIRROR / "nltk" / "brown.zip", "brown", r"c[a-r]\d\d")
+def test_brown_split_is_by_document_and_pinned(data_mirror: Path) -> None:
+    fileids = list_zip_fileids(data_mirror / "nltk" / "brown.zip", "brown", r"c[a-r]\d\d")
     assert len(fileids) == 500
     train, dev, test = brown_document_split(fileids)
     assert not (set(train) & set(dev) or set(train) & set(test) or set(dev) & set(test))
@@ -172,11 +158,9 @@ def test_sentence_corpora(name: str, sizes: tuple[int, int, int]) -> None:
     assert load_sentences(name) is corpus  # cached
 
 
-@needs_mirror
-def test_trec_dev_is_a_fixed_part_of_train() -> None:
-    assert MIRROR is not None
+def test_trec_dev_is_a_fixed_part_of_train(data_mirror: Path) -> None:
     trec = load_sentences("trec")
-    full = read_sentences(MIRROR / "sentences" / "TREC.train.all")
+    full = read_sentences(data_mirror / "sentences" / "TREC.train.all")
     # Compare as multisets: TREC's train file repeats 63 questions, so content can overlap.
     assert Counter(trec.train + trec.dev) == Counter(full)
     assert (list(trec.train), list(trec.dev)) == seeded_holdout(full)

@@ -1,6 +1,5 @@
 """Tests of attnlab.data.readers on small synthetic files and, where present, the data mirror."""
 
-import os
 import zipfile
 from pathlib import Path
 
@@ -13,21 +12,6 @@ from attnlab.data.readers import (
     read_conllu,
     read_nltk_tagged_zip,
     read_sentences,
-)
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _shared_mirror() -> Path | None:
-    """The shared data mirror: $ATTNLAB_DATA, else ../shared/data from the repository root."""
-    env = os.environ.get("ATTNLAB_DATA", "").strip()
-    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
-    return path if path.is_dir() else None
-
-
-MIRROR = _shared_mirror()
-needs_mirror = pytest.mark.skipif(
-    MIRROR is None, reason="no data mirror: set ATTNLAB_DATA or provide ../shared/data"
 )
 
 
@@ -223,7 +207,6 @@ def test_sentences_latin1_fallback(tmp_path: Path, caplog: pytest.LogCaptureFixt
 # -- the real files ---------------------------------------------------------------------------------
 
 
-@needs_mirror
 @pytest.mark.parametrize(
     ("name", "n_sentences", "n_tokens"),
     [
@@ -232,34 +215,31 @@ def test_sentences_latin1_fallback(tmp_path: Path, caplog: pytest.LogCaptureFixt
         ("en_ewt-ud-dev", 2001, 25147),  # 359 multiword tokens and 4 empty nodes skipped
     ],
 )
-def test_real_conllu_counts(name: str, n_sentences: int, n_tokens: int) -> None:
-    assert MIRROR is not None
-    sentences = read_conllu(MIRROR / "ud" / f"{name}.conllu")
+def test_real_conllu_counts(data_mirror: Path, name: str, n_sentences: int, n_tokens: int) -> None:
+    sentences = read_conllu(data_mirror / "ud" / f"{name}.conllu")
     assert len(sentences) == n_sentences
     assert sum(len(tokens) for tokens, _ in sentences) == n_tokens
     assert all(len(tokens) == len(tags) for tokens, tags in sentences)
 
 
-@needs_mirror
-def test_real_brown_map_covers_twelve_tags() -> None:
-    assert MIRROR is not None
-    tagmap = load_tagmap(MIRROR / "nltk" / "universal_tagset.zip", "universal_tagset/en-brown.map")
+def test_real_brown_map_covers_twelve_tags(data_mirror: Path) -> None:
+    tagmap = load_tagmap(
+        data_mirror / "nltk" / "universal_tagset.zip", "universal_tagset/en-brown.map"
+    )
     assert len(tagmap) == 472
     assert len(set(tagmap.values())) == 12
     assert tagmap["NP-TL"] == "NOUN" and tagmap["*"] == "ADV"
 
 
-@needs_mirror
-def test_real_conll2000_counts() -> None:
-    assert MIRROR is not None
-    docs = read_nltk_tagged_zip(MIRROR / "nltk" / "conll2000.zip", "conll2000", layout="columns",
+def test_real_conll2000_counts(data_mirror: Path) -> None:
+    docs = read_nltk_tagged_zip(data_mirror / "nltk" / "conll2000.zip", "conll2000", layout="columns",
                                 fileids=["train.txt", "test.txt"])  # fmt: skip
     assert (len(docs["train.txt"]), len(docs["test.txt"])) == (8936, 2012)
 
 
-@needs_mirror
-def test_real_trec_has_one_non_utf8_line(caplog: pytest.LogCaptureFixture) -> None:
-    assert MIRROR is not None
-    pairs = read_sentences(MIRROR / "sentences" / "TREC.train.all")
+def test_real_trec_has_one_non_utf8_line(
+    data_mirror: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pairs = read_sentences(data_mirror / "sentences" / "TREC.train.all")
     assert len(pairs) == 5452
     assert "TREC.train.all:66: not valid UTF-8" in caplog.text

@@ -2,7 +2,6 @@
 
 import hashlib
 import io
-import os
 import re
 import urllib.error
 from pathlib import Path
@@ -22,21 +21,6 @@ from attnlab.data.registry import (
     fetch,
     get_dataset,
     list_datasets,
-)
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _shared_mirror() -> Path | None:
-    """The shared data mirror: $ATTNLAB_DATA, else ../shared/data from the repository root."""
-    env = os.environ.get(DATA_ENV, "").strip()
-    path = Path(env) if env else REPO_ROOT.parent / "shared" / "data"
-    return path if path.is_dir() else None
-
-
-MIRROR = _shared_mirror()
-needs_mirror = pytest.mark.skipif(
-    MIRROR is None, reason=f"no data mirror: set {DATA_ENV} or provide ../shared/data"
 )
 
 GOOD = b"hello attention\n"
@@ -125,11 +109,9 @@ def test_unknown_file_key_lists_valid_keys() -> None:
         dataset_path("sst2", "valid", mirror="/nonexistent")
 
 
-@needs_mirror
-def test_checksums_match_the_mirror_sha256sums() -> None:
-    assert MIRROR is not None
+def test_checksums_match_the_mirror_sha256sums(data_mirror: Path) -> None:
     sums = {}
-    for line in (MIRROR / "SHA256SUMS").read_text().splitlines():
+    for line in (data_mirror / "SHA256SUMS").read_text().splitlines():
         sha, path = line.split(maxsplit=1)
         sums[path.removeprefix("./")] = sha
     for dataset in DATASETS.values():
@@ -141,27 +123,33 @@ def test_checksums_match_the_mirror_sha256sums() -> None:
 # -- mirror --------------------------------------------------------------------------------------
 
 
-@needs_mirror
-def test_fetch_reads_the_mirror_given_by_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(DATA_ENV, str(MIRROR))
+def test_fetch_reads_the_mirror_given_by_env(
+    data_mirror: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DATA_ENV, str(data_mirror))
     paths = fetch("sst2")
     assert set(paths) == {"train", "dev", "test"}
-    assert paths["train"] == MIRROR / "sentences" / "stsa.binary.train"
+    assert paths["train"] == data_mirror / "sentences" / "stsa.binary.train"
 
 
-@needs_mirror
-def test_mirror_argument_overrides_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_mirror_argument_overrides_env(
+    data_mirror: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "elsewhere"))
-    assert dataset_path("trec", "test", mirror=MIRROR) == MIRROR / "sentences" / "TREC.test.all"
+    assert (
+        dataset_path("trec", "test", mirror=data_mirror)
+        == data_mirror / "sentences" / "TREC.test.all"
+    )
 
 
-@needs_mirror
-def test_mirror_checksum_is_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mirror_checksum_is_computed_once(
+    data_mirror: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = []
     real = resolve._sha256_of
     monkeypatch.setattr(resolve, "_sha256_of", lambda p: calls.append(p) or real(p))
     for _ in range(3):
-        dataset_path("brown", "corpus", mirror=MIRROR)
+        dataset_path("brown", "corpus", mirror=data_mirror)
     assert len(calls) == 1
 
 
@@ -188,16 +176,14 @@ def test_missing_mirror_file_says_what_to_do(
     assert f"unset {DATA_ENV}" in message
 
 
-@needs_mirror
-def test_ewt_train_is_not_in_the_shared_mirror() -> None:
+def test_ewt_train_is_not_in_the_shared_mirror(data_mirror: Path) -> None:
     with pytest.raises(DatasetUnavailable, match="ud/en_ewt-ud-train.conllu"):
-        dataset_path("ud-ewt", "train", mirror=MIRROR)
-    assert dataset_path("ud-ewt", "dev", mirror=MIRROR).is_file()
+        dataset_path("ud-ewt", "train", mirror=data_mirror)
+    assert dataset_path("ud-ewt", "dev", mirror=data_mirror).is_file()
 
 
-@needs_mirror
-def test_list_datasets_reports_availability() -> None:
-    rows = {row.name: row for row in list_datasets(mirror=MIRROR)}
+def test_list_datasets_reports_availability(data_mirror: Path) -> None:
+    rows = {row.name: row for row in list_datasets(mirror=data_mirror)}
     assert set(rows) == set(DATASETS)
     assert rows["sst2"].available and rows["brown"].available
     assert not rows["ud-ewt"].available  # its train file is not mirrored
@@ -288,12 +274,13 @@ def test_trust_on_first_use(toy: Dataset, monkeypatch: pytest.MonkeyPatch, isola
         dataset_path("toy", "tofu")
 
 
-@needs_mirror
 def test_download_of_a_real_dataset_from_a_fake_server(
-    monkeypatch: pytest.MonkeyPatch, isolated: Path, capsys: pytest.CaptureFixture[str]
+    data_mirror: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    isolated: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert MIRROR is not None
-    by_url = {f.url: MIRROR / f.path for f in get_dataset("trec").files.values()}
+    by_url = {f.url: data_mirror / f.path for f in get_dataset("trec").files.values()}
     monkeypatch.setattr(
         resolve, "_urlopen", lambda url, timeout: FakeResponse(by_url[url].read_bytes())
     )
