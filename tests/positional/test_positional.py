@@ -343,3 +343,35 @@ def test_recurrent_depends_on_position_only(cell):
         pe._cache = None
         steps = torch.cat([pe.table(t + 1)[t:] for t in range(10)])
     torch.testing.assert_close(steps, enc[0], atol=1e-6, rtol=1e-6)
+
+
+# ---- DDP: buffers never depend on the lengths seen -----------------------------------------
+def _buffer_shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(b.shape) for name, b in module.named_buffers()}
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("name", NAMES)
+def test_buffers_do_not_grow_with_the_lengths_seen(name, grad):
+    # DDP broadcasts every buffer from rank 0 at each forward; ranks see different lengths, so a
+    # table that grows as a buffer has different sizes on different ranks and gloo aborts.
+    pe = make(name, max_len=64)
+    before = _buffer_shapes(pe)
+    with torch.set_grad_enabled(grad):
+        for n in (5, 37, 64):
+            encode_x(pe, torch.randn(2, n, DIM, dtype=torch.float64))
+    assert _buffer_shapes(pe) == before
+    assert all(not k.startswith("_") for k in pe.state_dict())  # caches never in the state dict
+
+
+@pytest.mark.parametrize("cls", [Rotary, Sinusoidal])
+def test_cached_tables_are_outside_the_state_dict_and_follow_dtype(cls):
+    pe = cls(DIM // HEADS) if cls is Rotary else cls(DIM)
+    assert dict(pe.state_dict()) == {} and list(pe.buffers()) == []
+    x32 = torch.randn(1, 3, 7, DIM // HEADS) if cls is Rotary else torch.randn(1, 7, DIM)
+    long = torch.randn(1, 3, 20, DIM // HEADS) if cls is Rotary else torch.randn(1, 20, DIM)
+    probe = (lambda t: pe.rotate_one(t)) if cls is Rotary else pe
+    first = probe(x32)
+    probe(long.double())  # regrow in float64
+    torch.testing.assert_close(probe(x32), first, rtol=0, atol=0)  # same values after regrowth
+    assert list(pe.buffers()) == [] and pe.load_state_dict({}, strict=True) is not None

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from attnlab.tasks import TASKS
 from attnlab.train.distributed import (
     DistEnv,
     all_gather_object,
@@ -25,6 +26,15 @@ from attnlab.train.distributed import (
 from .helpers import final_weights, run, strip_timing
 
 SCRIPT = Path(__file__).with_name("ddp_toy.py")
+TASKS_SCRIPT = Path(__file__).with_name("ddp_tasks.py")
+MIRROR = Path(
+    os.environ.get("ATTNLAB_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
+needs_data = pytest.mark.skipif(
+    not (MIRROR / "ud" / "en_atis-ud-train.conllu").is_file()
+    or not (MIRROR / "sentences").is_dir(),
+    reason=f"needs the dataset mirror (set ATTNLAB_DATA; {MIRROR} has no ud/ and sentences/)",
+)
 
 # Tag mode (ranks hold different numbers of tokens), 99 examples in global batches of 16: the
 # last batch of 3 examples leaves one of the 2 ranks x 2 accumulation micro-batches empty.
@@ -51,11 +61,14 @@ def test_single_process_env(monkeypatch):
     assert not dist.is_initialized()
 
 
+def _torchrun_env() -> dict[str, str]:
+    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def test_torchrun_two_processes_match_one(tmp_path):
     ddp_dir, report_dir = tmp_path / "ddp", tmp_path / "report"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "OMP_NUM_THREADS")
-    }
+    env = _torchrun_env()
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
         str(SCRIPT), str(ddp_dir), str(report_dir), *OVERRIDES, "--train.grad_accum=2",
@@ -85,3 +98,28 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert sorted(p.name for p in ddp_dir.iterdir()) == [
         "best.pt", "config.json", "last.pt", "metrics.csv", "metrics.json",
     ]  # fmt: skip
+
+
+@needs_data
+def test_torchrun_trains_the_default_model_of_every_task(tmp_path):
+    # The real default models (rotary positions for pos, sinusoidal for the sentence tasks),
+    # 2 ranks seeing sentences of different lengths: a positional table that grew per rank as a
+    # DDP buffer made gloo abort ("Received data size doesn't match expected size").
+    report_dir = tmp_path / "report"
+    env = {**_torchrun_env(), "ATTNLAB_DATA": str(MIRROR)}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        str(TASKS_SCRIPT), str(tmp_path / "runs"), str(report_dir),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    r0, r1 = (json.loads((report_dir / f"rank{r}.json").read_text()) for r in range(2))
+    assert set(r0) == set(r1) == set(TASKS.names()) - {"toy"}
+    for name in r0:
+        a, b = r0[name], r1[name]
+        assert a["steps"] == b["steps"] == 3, name
+        assert a["train_lengths"] != b["train_lengths"], f"{name}: ranks saw the same lengths"
+        assert a["weights"] == pytest.approx(b["weights"], rel=1e-9), name  # DDP kept them equal
+        assert a["test"] == b["test"] and a["best_dev"] == b["best_dev"], name
+        assert (tmp_path / "runs" / name / "last.pt").is_file(), name

@@ -38,9 +38,12 @@ class Rotary(PositionalEncoding):
     is the same map up to a fixed permutation of the channels.
 
     Extrapolates: the angles are defined for every position (quality beyond the trained length
-    is another matter). The ``cos`` / ``sin`` table is cached (a non-persistent buffer, float32
-    or float64 to match the input) and regrown, at least doubling, when longer sequences come.
-    The rotation runs in at least float32 and is cast back to the input's dtype.
+    is another matter). The ``cos`` / ``sin`` table is cached per device (float32 or float64 to
+    match the input) and regrown, at least doubling, when longer sequences come. The cache is a
+    plain attribute, not a buffer: it is not in the state dict, and DDP, which broadcasts
+    buffers from rank 0 every forward, never meets tables that grew to different lengths on
+    different ranks. The rotation runs in at least float32 and is cast back to the input's
+    dtype.
 
     Args:
         head_dim: size ``d`` of each head's queries and keys; must be even.
@@ -64,24 +67,37 @@ class Rotary(PositionalEncoding):
         if not base > 1.0:
             raise ValueError(f"base must be > 1, got {base!r}")
         self.head_dim, self.base = head_dim, float(base)
-        self.register_buffer("_cos", torch.empty(0, head_dim), persistent=False)
-        self.register_buffer("_sin", torch.empty(0, head_dim), persistent=False)
+        self._cache: tuple[Tensor, Tensor] | None = None  # (cos, sin), each (n, d); see above
 
     def cos_sin(
-        self, n: int, *, offset: int = 0, dtype: torch.dtype = torch.float32
+        self,
+        n: int,
+        *,
+        offset: int = 0,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """``cos`` and ``sin`` of positions ``offset .. offset + n - 1``, each ``(n, d)``."""
+        """``cos`` and ``sin`` of positions ``offset .. offset + n - 1``, each ``(n, d)``, in
+        float32 (float64 for a float64 ``dtype``) on ``device`` (default: the cached table's
+        device, else the CPU)."""
         wide = torch.promote_types(dtype, torch.float32)
+        cache = self._cache
+        if device is None:
+            device = cache[0].device if cache is not None else torch.device("cpu")
+        device = torch.device(device)
         need = offset + n
-        if self._cos.shape[0] < need or self._cos.dtype != wide:
-            grow = max(need, 2 * self._cos.shape[0])
-            dev = self._cos.device
-            half = torch.arange(self.head_dim // 2, dtype=torch.float64, device=dev)
+        if cache is None or cache[0].dtype != wide or cache[0].device != device:
+            cache, have = None, 0
+        else:
+            have = cache[0].shape[0]
+        if cache is None or have < need:
+            grow = max(need, 2 * have)
+            half = torch.arange(self.head_dim // 2, dtype=torch.float64, device=device)
             inv_freq = self.base ** (-2 * half / self.head_dim)  # (d/2,)
-            pos = torch.arange(grow, dtype=torch.float64, device=dev)
+            pos = torch.arange(grow, dtype=torch.float64, device=device)
             angle = torch.outer(pos, inv_freq).repeat(1, 2)  # (n, d): both halves share angles
-            self._cos, self._sin = angle.cos().to(wide), angle.sin().to(wide)
-        return self._cos[offset:need], self._sin[offset:need]
+            cache = self._cache = (angle.cos().to(wide), angle.sin().to(wide))
+        return cache[0][offset:need], cache[1][offset:need]
 
     def rotate_one(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """Rotate ``x (..., n, d)`` as positions ``offset .. offset + n - 1``."""
@@ -89,7 +105,9 @@ class Rotary(PositionalEncoding):
             raise ValueError(
                 f"Rotary was built for head_dim={self.head_dim}, got input {tuple(x.shape)}"
             )
-        cos, sin = self.cos_sin(x.shape[-2], offset=offset, dtype=x.dtype)  # (n, d)
+        cos, sin = self.cos_sin(
+            x.shape[-2], offset=offset, dtype=x.dtype, device=x.device
+        )  # (n, d)
         xw = x.to(cos.dtype)
         return (xw * cos + rotate_half(xw) * sin).to(x.dtype)
 

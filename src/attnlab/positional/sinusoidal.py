@@ -38,8 +38,10 @@ class Sinusoidal(PositionalEncoding):
     sine channel and drops its cosine.
 
     Extrapolates: the table is a function of the position, computed for any length. It is
-    cached (a non-persistent buffer, in float32 or float64 to match the input) and regrown, at
-    least doubling, when a longer sequence comes.
+    cached per device (in float32 or float64 to match the input) and regrown, at least
+    doubling, when a longer sequence comes. The cache is a plain attribute, not a buffer: it is
+    not in the state dict, and DDP, which broadcasts buffers from rank 0 every forward, never
+    meets tables that grew to different lengths on different ranks.
 
     Args:
         dim: model width ``c``.
@@ -59,23 +61,39 @@ class Sinusoidal(PositionalEncoding):
         if not base > 1.0:
             raise ValueError(f"base must be > 1, got {base!r}")
         self.dim, self.base = dim, float(base)
-        self.register_buffer("_table", torch.empty(0, dim), persistent=False)
+        self._cache: Tensor | None = None  # (n, dim) table; see above
 
-    def table(self, n: int, *, offset: int = 0, dtype: torch.dtype = torch.float32) -> Tensor:
-        """Positions ``offset .. offset + n - 1`` as an ``(n, dim)`` tensor, from the cache."""
+    def table(
+        self,
+        n: int,
+        *,
+        offset: int = 0,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> Tensor:
+        """Positions ``offset .. offset + n - 1`` as an ``(n, dim)`` tensor of ``dtype`` on
+        ``device`` (default: the cached table's device, else the CPU), from the cache."""
         wide = torch.promote_types(dtype, torch.float32)
+        cache = self._cache
+        if device is None:
+            device = cache.device if cache is not None else torch.device("cpu")
+        device = torch.device(device)
         need = offset + n
-        if self._table.shape[0] < need or self._table.dtype != wide:
-            grow = max(need, 2 * self._table.shape[0])
-            self._table = sinusoidal_table(
-                grow, self.dim, base=self.base, device=self._table.device
+        if cache is None or cache.dtype != wide or cache.device != device:
+            cache, have = None, 0
+        else:
+            have = cache.shape[0]
+        if cache is None or have < need:
+            grow = max(need, 2 * have)
+            cache = self._cache = sinusoidal_table(
+                grow, self.dim, base=self.base, device=device
             ).to(wide)
-        return self._table[offset:need].to(dtype)
+        return cache[offset:need].to(dtype)
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         if x.shape[-1] != self.dim:
             raise ValueError(f"Sinusoidal: expected x (..., {self.dim}), got {tuple(x.shape)}")
-        return x + self.table(x.shape[-2], offset=offset, dtype=x.dtype)
+        return x + self.table(x.shape[-2], offset=offset, dtype=x.dtype, device=x.device)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, base={self.base:g}"
