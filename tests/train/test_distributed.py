@@ -27,14 +27,6 @@ from .helpers import final_weights, run, strip_timing
 
 SCRIPT = Path(__file__).with_name("ddp_toy.py")
 TASKS_SCRIPT = Path(__file__).with_name("ddp_tasks.py")
-MIRROR = Path(
-    os.environ.get("ATTNLAB_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-needs_data = pytest.mark.skipif(
-    not (MIRROR / "ud" / "en_atis-ud-train.conllu").is_file()
-    or not (MIRROR / "sentences").is_dir(),
-    reason=f"needs the dataset mirror (set ATTNLAB_DATA; {MIRROR} has no ud/ and sentences/)",
-)
 
 # Tag mode (ranks hold different numbers of tokens), 99 examples in global batches of 16: the
 # last batch of 3 examples leaves one of the 2 ranks x 2 accumulation micro-batches empty.
@@ -100,13 +92,12 @@ def test_torchrun_two_processes_match_one(tmp_path):
     ]  # fmt: skip
 
 
-@needs_data
-def test_torchrun_trains_the_default_model_of_every_task(tmp_path):
+def test_torchrun_trains_the_default_model_of_every_task(tmp_path, data_mirror):
     # The real default models (rotary positions for pos, sinusoidal for the sentence tasks),
     # 2 ranks seeing sentences of different lengths: a positional table that grew per rank as a
     # DDP buffer made gloo abort ("Received data size doesn't match expected size").
     report_dir = tmp_path / "report"
-    env = {**_torchrun_env(), "ATTNLAB_DATA": str(MIRROR)}
+    env = {**_torchrun_env(), "ATTNLAB_DATA": str(data_mirror)}
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
         str(TASKS_SCRIPT), str(tmp_path / "runs"), str(report_dir),
