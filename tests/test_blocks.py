@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab import masks
+from attnlab.attention_config import AttentionConfig
 from attnlab.blocks import (
     BlockCache,
     DecoderCache,
@@ -135,7 +136,7 @@ def test_block_every_parameter_gets_a_gradient(norm_first, cross, gated):
     torch.manual_seed(0)
     block = TransformerBlock(
         DIM, HEADS, norm_first=norm_first, cross_attention=cross, causal=cross,
-        attention={"score": "additive"}, ff_layer=partial(FeedForward, gated=gated),
+        attention=AttentionConfig(score="additive"), ff_layer=partial(FeedForward, gated=gated),
     )  # fmt: skip
     x, ctx = torch.randn(2, 5, DIM), torch.randn(2, 3, DIM)
     block(x, context=ctx if cross else None).out.square().sum().backward()
@@ -185,7 +186,7 @@ def test_block_causal_combines_with_mask():
 def test_block_rejects_impossible_combinations():
     with pytest.raises(ValueError, match="cross_attention=True"):
         TransformerBlock(DIM, HEADS, context_dim=8)
-    with pytest.raises(ValueError, match="context_dim"):
+    with pytest.raises(ValueError, match="context_dim"), pytest.warns(DeprecationWarning):
         TransformerBlock(DIM, HEADS, cross_attention=True, attention={"context_dim": 8})
     block = TransformerBlock(DIM, HEADS)
     x = torch.randn(1, 3, DIM)
@@ -195,6 +196,62 @@ def test_block_rejects_impossible_combinations():
         block(x, positional=ToySinusoid(DIM))
     with pytest.raises(ValueError, match="pass context"):
         TransformerBlock(DIM, HEADS, cross_attention=True)(x)
+
+
+def test_a_feed_forward_partial_keeps_its_own_settings():
+    # Issue 9: the block's dropout used to override the user's partial(FeedForward, dropout=0).
+    block = TransformerBlock(DIM, HEADS, dropout=0.3, ff_layer=partial(FeedForward, dropout=0.0))
+    assert block.ff.drop.p == 0.0
+    assert block.drop.p == 0.3 and block.self_attn.dropout == 0.3  # the rest keeps the block's
+    assert TransformerBlock(DIM, HEADS, dropout=0.3).ff.drop.p == 0.3
+    block = TransformerBlock(DIM, HEADS, ff_layer=partial(FeedForward, hidden=24))
+    assert block.ff.hidden == 24  # a bound width wins over the default ff_hidden=None
+    assert TransformerBlock(DIM, HEADS, ff_hidden=24, ff_layer=partial(FeedForward, hidden=24))
+    with pytest.raises(ValueError, match="ff_hidden=8 and ff_layer's bound hidden=24"):
+        TransformerBlock(DIM, HEADS, ff_hidden=8, ff_layer=partial(FeedForward, hidden=24))
+
+
+def test_block_attention_settings_and_dropout():
+    block = TransformerBlock(
+        DIM, HEADS, dropout=0.2, cross_attention=True,
+        attention=AttentionConfig(score="dot", backend="reference"), attention_dropout=0.05,
+    )  # fmt: skip
+    for attn in (block.self_attn, block.cross_attn):
+        assert (attn.score.name, attn.backend, attn.dropout) == ("dot", "reference", 0.05)
+    assert block.ff.drop.p == 0.2 and block.drop.p == 0.2
+    # efficient kernels have no attention-weight dropout: the block's dropout stays outside them
+    block = TransformerBlock(DIM, HEADS, dropout=0.2, attention=AttentionConfig(kernel="linear"))
+    assert block.self_attn.kernel is not None and block.self_attn.dropout == 0.0
+    with pytest.raises(ValueError, match="dropout"):
+        TransformerBlock(
+            DIM, HEADS, attention=AttentionConfig(kernel="linear"), attention_dropout=0.1
+        )
+    with pytest.raises(TypeError, match="AttentionConfig"):
+        TransformerBlock(DIM, HEADS, attention="performer")
+
+
+def test_a_dict_of_attention_options_is_deprecated_and_equivalent():
+    torch.manual_seed(0)
+    new = TransformerEncoder(
+        DIM, HEADS, 2, attention=AttentionConfig(score="additive", backend="reference"),
+        attention_dropout=0.1,
+    )  # fmt: skip
+    with pytest.warns(DeprecationWarning, match="AttentionConfig"):
+        old = TransformerEncoder(
+            DIM, HEADS, 2, attention={"score": "additive", "backend": "reference", "dropout": 0.1}
+        )
+    old.load_state_dict(new.state_dict())
+    new, old = new.double().eval(), old.double().eval()
+    x = randn(2, 5, DIM)
+    torch.testing.assert_close(old(x).out, new(x).out, atol=0, rtol=0)
+    assert old.blocks[1].self_attn.dropout == 0.1
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="set twice"):
+        TransformerBlock(DIM, HEADS, attention={"dropout": 0.1}, attention_dropout=0.2)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="unknown settings"):
+        TransformerBlock(DIM, HEADS, attention={"features": 8})
+    with pytest.warns(DeprecationWarning):  # a kernel's options travel with the kernel
+        block = TransformerDecoder(DIM, HEADS, 1, attention={"kernel": "performer", "features": 8})
+    assert block.blocks[0].self_attn.kernel is not None
 
 
 def test_block_cache_matches_full_causal():
@@ -242,7 +299,9 @@ def test_from_torch_decoder_layer(norm_first):
         DIM, HEADS, dim_feedforward=24, dropout=0.0, activation="gelu", batch_first=True,
         norm_first=norm_first, dtype=F64,
     ).eval()  # fmt: skip
-    block = TransformerBlock.from_torch(ref, causal=True, attention={"backend": "reference"})
+    block = TransformerBlock.from_torch(
+        ref, causal=True, attention=AttentionConfig(backend="reference")
+    )
     x, mem = randn(2, 5, DIM), randn(2, 7, DIM, seed=1)
     causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=F64)
     with torch.no_grad():
@@ -317,15 +376,17 @@ BACKENDS = ["reference", "chunked", "sdpa"]
 @pytest.mark.parametrize("causal", [False, True])
 def test_encoder_every_core_option(score, normalize, backend, causal):
     if backend == "sdpa" and (score == "additive" or normalize != "softmax"):
-        attention = {"score": score, "normalize": normalize, "backend": backend}
+        attention = AttentionConfig(score=score, normalize=normalize, backend=backend)
         with pytest.raises(ValueError, match="computes dot-product scores with softmax only"):
             TransformerEncoder(DIM, HEADS, 1, causal=causal, attention=attention)
         return
     torch.manual_seed(0)
     opts = {"score": score, "normalize": normalize}
-    enc = TransformerEncoder(DIM, HEADS, 2, causal=causal, attention={**opts, "backend": backend})
+    enc = TransformerEncoder(
+        DIM, HEADS, 2, causal=causal, attention=AttentionConfig(**opts, backend=backend)
+    )
     ref = TransformerEncoder(
-        DIM, HEADS, 2, causal=causal, attention={**opts, "backend": "reference"}
+        DIM, HEADS, 2, causal=causal, attention=AttentionConfig(**opts, backend="reference")
     )
     enc, ref = enc.double(), ref.double()
     ref.load_state_dict(enc.state_dict())
@@ -357,7 +418,8 @@ class ReferenceKernel(nn.Module):
 def test_encoder_with_a_kernel_module():
     torch.manual_seed(0)
     kernel = ReferenceKernel()
-    enc = TransformerEncoder(DIM, HEADS, 2, causal=True, attention={"kernel": kernel}).double()
+    settings = AttentionConfig(kernel=kernel)
+    enc = TransformerEncoder(DIM, HEADS, 2, causal=True, attention=settings).double()
     ref = TransformerEncoder(DIM, HEADS, 2, causal=True).double()
     ref.load_state_dict(enc.state_dict(), strict=False)
     x = randn(2, 5, DIM)
@@ -381,7 +443,7 @@ def make_decoder(positional=None, norm_first=True, backend="auto", context_dim=1
     torch.manual_seed(seed)
     dec = TransformerDecoder(
         DIM, HEADS, 2, context_dim=context_dim, norm_first=norm_first,
-        positional=make_positional(positional), attention={"backend": backend},
+        positional=make_positional(positional), attention=AttentionConfig(backend=backend),
     )  # fmt: skip
     return dec.double().eval()
 

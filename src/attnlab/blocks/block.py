@@ -7,8 +7,9 @@ Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions,
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -17,11 +18,12 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..attention import KVCache, MultiHeadAttention
+from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
 from .feedforward import FeedForward
 
-__all__ = ["TransformerBlock", "BlockOutput", "BlockCache"]
+__all__ = ["TransformerBlock", "BlockOutput", "BlockCache", "attention_settings"]
 
 
 class BlockOutput(NamedTuple):
@@ -79,13 +81,20 @@ class TransformerBlock(nn.Module):
         context_dim: width of ``context`` (default ``dim``); only with ``cross_attention``.
         causal: self-attention sees only earlier positions (``masks.causal()`` combined with
             any given mask by ``&``).
-        attention: keyword arguments for every :class:`MultiHeadAttention` of the block
-            (``score``, ``normalize``, ``backend``, ``kernel`` and kernel options, ``bias``,
-            ``dropout`` to override the attention-weight dropout). A kernel *module* is copied
-            into each attention layer, so layers do not share its parameters.
+        attention: the attention maths of every :class:`MultiHeadAttention` of the block
+            (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
+            kernel and its options; default ``AttentionConfig()``, exact scaled-dot softmax). A
+            kernel *module* given as ``attention.kernel`` is copied into each attention layer,
+            so layers do not share its parameters. A ``dict`` of those settings still works but
+            is deprecated.
+        attention_dropout: dropout on the attention weights (default ``dropout``); exact
+            attention only, efficient kernels refuse a positive value.
         ff_layer: the feed-forward class (or ``functools.partial``), called as
             ``ff_layer(dim, hidden=ff_hidden, dropout=dropout)`` (default :class:`FeedForward`;
-            e.g. ``partial(FeedForward, activation=nn.SiLU, gated=True)`` for SwiGLU).
+            e.g. ``partial(FeedForward, activation=nn.SiLU, gated=True)`` for SwiGLU). What a
+            ``partial`` binds wins: ``partial(FeedForward, dropout=0.0)`` keeps its feed-forward
+            free of dropout whatever the block's ``dropout``, and a bound ``hidden`` is used
+            when ``ff_hidden`` is None.
 
     Shapes:
         - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``
@@ -107,7 +116,8 @@ class TransformerBlock(nn.Module):
         cross_attention: bool = False,
         context_dim: int | None = None,
         causal: bool = False,
-        attention: dict[str, Any] | None = None,
+        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention_dropout: float | None = None,
         ff_layer: Callable[..., nn.Module] = FeedForward,
     ) -> None:
         super().__init__()
@@ -118,11 +128,12 @@ class TransformerBlock(nn.Module):
                 "context_dim is the width of cross-attention's context; pass "
                 "cross_attention=True with it, or drop it"
             )
-        options = dict(attention or {})
-        if "context_dim" in options:
-            raise ValueError("pass context_dim to the block, not inside attention={...}")
-        if options.get("kernel") is None:  # efficient kernels have no attention-weight dropout
-            options.setdefault("dropout", dropout)
+        attention, attention_dropout = attention_settings(attention, attention_dropout)
+        options = attention.layer_kwargs()
+        if attention_dropout is not None:
+            options["dropout"] = attention_dropout
+        elif attention.kernel is None:  # efficient kernels have no attention-weight dropout
+            options["dropout"] = dropout
         self.dim, self.heads = dim, heads
         self.norm_first, self.causal = norm_first, causal
         # One Mask object per block: it caches its FlexAttention block masks per shape.
@@ -136,7 +147,7 @@ class TransformerBlock(nn.Module):
                 dim, heads, context_dim=context_dim, **_own_copy(options)
             )
             self.cross_norm = norm_layer(dim)
-        self.ff = ff_layer(dim, hidden=ff_hidden, dropout=dropout)
+        self.ff = ff_layer(dim, **_ff_kwargs(ff_layer, ff_hidden, dropout))
         self.ff_norm = norm_layer(dim)
         self.drop = nn.Dropout(dropout)  # on each residual branch
 
@@ -224,7 +235,7 @@ class TransformerBlock(nn.Module):
         layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
         *,
         causal: bool = False,
-        attention: dict[str, Any] | None = None,
+        attention: AttentionConfig | Mapping[str, Any] | None = None,
     ) -> TransformerBlock:
         """A block with the weights of a ``torch.nn.TransformerEncoderLayer`` or
         ``TransformerDecoderLayer`` (any ``batch_first``, ``norm_first``, relu / gelu).
@@ -236,17 +247,18 @@ class TransformerBlock(nn.Module):
         Args:
             layer: the torch layer.
             causal: causal self-attention.
-            attention: extra :class:`MultiHeadAttention` options (e.g. ``backend``); the
-                attention dropout comes from ``layer``.
+            attention: the attention settings (e.g. ``AttentionConfig(backend="reference")``);
+                the attention dropout comes from ``layer``.
         """
         if not isinstance(layer, nn.TransformerEncoderLayer | nn.TransformerDecoderLayer):
             raise TypeError(
                 "from_torch expects nn.TransformerEncoderLayer or nn.TransformerDecoderLayer, "
                 f"got {type(layer).__name__}"
             )
-        options = dict(attention or {})
-        if "dropout" in options:
+        if isinstance(attention, Mapping) and "dropout" in attention:
             raise ValueError("from_torch: the attention dropout comes from the torch layer")
+        attention, _ = attention_settings(attention, None)
+        options = attention.layer_kwargs()
         decoder = isinstance(layer, nn.TransformerDecoderLayer)
         act = layer.activation
         if isinstance(act, nn.Module):
@@ -271,7 +283,7 @@ class TransformerBlock(nn.Module):
         block = cls(
             sa.embed_dim, sa.num_heads, ff_hidden=fc1.out_features, dropout=layer.dropout.p,
             norm_first=layer.norm_first, norm_layer=norm_layer, cross_attention=decoder,
-            context_dim=context_dim, causal=causal, attention={**options, "dropout": sa.dropout},
+            context_dim=context_dim, causal=causal, attention=attention, attention_dropout=sa.dropout,
             ff_layer=partial(FeedForward, activation=activation, bias=fc1.bias is not None),
         )  # fmt: skip
         # Cast first, copy after: copying into default-dtype (float32) parameters would round
@@ -293,6 +305,87 @@ class TransformerBlock(nn.Module):
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}, causal={self.causal}"
+
+
+_ATTENTION_FIELDS = tuple(f.name for f in fields(AttentionConfig))
+
+
+def attention_settings(
+    attention: AttentionConfig | Mapping[str, Any] | None,
+    attention_dropout: float | None,
+    *,
+    stacklevel: int = 3,
+) -> tuple[AttentionConfig, float | None]:
+    """``(AttentionConfig, attention dropout)`` from a constructor's ``attention`` argument.
+
+    ``attention`` was once a ``dict`` of :class:`MultiHeadAttention` keyword arguments; such a
+    dict still works, with a ``DeprecationWarning``: ``score``, ``normalize``, ``backend``,
+    ``kernel`` and ``kernel_options`` become the config's fields, ``dropout`` the attention
+    dropout, and any other key a kernel option.
+
+    Args:
+        attention: the settings, a legacy dict, or None (``AttentionConfig()``).
+        attention_dropout: the constructor's own ``attention_dropout`` argument.
+        stacklevel: where the deprecation warning points (the caller's caller by default).
+
+    Raises:
+        ValueError: a dict holds ``context_dim`` (a block argument), both the dict and the
+            argument set the dropout, or a key is neither a setting nor a kernel option.
+    """
+    if attention is None:
+        return AttentionConfig(), attention_dropout
+    if isinstance(attention, AttentionConfig):
+        return attention, attention_dropout
+    if not isinstance(attention, Mapping):
+        raise TypeError(
+            f"attention: expected an AttentionConfig (or None), got {type(attention).__name__}"
+        )
+    warnings.warn(
+        "attention={...} (a dict) is deprecated; pass attention=AttentionConfig(...) and "
+        "attention_dropout=... instead",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    options = dict(attention)
+    if "context_dim" in options:
+        raise ValueError("pass context_dim to the block, not inside attention={...}")
+    if "dropout" in options:
+        if attention_dropout is not None:
+            raise ValueError(
+                "the attention dropout is set twice: attention={'dropout': ...} and "
+                "attention_dropout=...; keep attention_dropout"
+            )
+        attention_dropout = options.pop("dropout")
+    settings = {k: options.pop(k) for k in _ATTENTION_FIELDS if k in options}
+    if options and settings.get("kernel") is None:
+        raise ValueError(
+            f"attention: unknown settings {sorted(options)}; valid: "
+            f"{', '.join(_ATTENTION_FIELDS)}, dropout, or a kernel's options with kernel=NAME"
+        )
+    settings["kernel_options"] = {**settings.get("kernel_options", {}), **options}
+    return AttentionConfig(**settings), attention_dropout
+
+
+def _ff_kwargs(
+    ff_layer: Callable[..., nn.Module], ff_hidden: int | None, dropout: float
+) -> dict[str, Any]:
+    """The keyword arguments the block adds to ``ff_layer(dim, ...)``.
+
+    What a ``functools.partial`` binds is the user's explicit choice and wins over the block's
+    defaults (issue 9: the block's ``dropout`` overrode ``partial(FeedForward, dropout=0)``).
+    """
+    bound = getattr(ff_layer, "keywords", None) or {}
+    kwargs: dict[str, Any] = {}
+    if "dropout" not in bound:
+        kwargs["dropout"] = dropout
+    if "hidden" not in bound:
+        kwargs["hidden"] = ff_hidden
+    elif ff_hidden is not None and ff_hidden != bound["hidden"]:
+        raise ValueError(
+            f"ff_hidden={ff_hidden} and ff_layer's bound hidden={bound['hidden']} disagree; "
+            "set the feed-forward width in one place"
+        )
+    return kwargs
 
 
 def _own_copy(options: dict[str, Any]) -> dict[str, Any]:

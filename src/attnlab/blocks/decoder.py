@@ -6,15 +6,16 @@ Legend: ``b`` batch, ``n`` / ``i`` target positions, ``m`` context positions, ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from torch import Tensor, nn
 
+from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
-from .block import BlockCache, _check_input
+from .block import BlockCache, _check_input, attention_settings
 from .feedforward import FeedForward
 from .stack import BlockStack
 
@@ -59,8 +60,8 @@ class TransformerDecoder(BlockStack):
         heads: attention heads.
         depth: number of blocks.
         context_dim: width of the context (default ``dim``).
-        ff_hidden, dropout, norm_first, norm_layer, attention, ff_layer: block options, see
-            :class:`TransformerBlock`.
+        ff_hidden, dropout, norm_first, norm_layer, attention, attention_dropout, ff_layer: block
+            options, see :class:`TransformerBlock`.
         positional: a :class:`~attnlab.positional.base.PositionalEncoding` or None.
         final_norm: normalise the output (default: True for pre-norm, False for post-norm).
 
@@ -86,15 +87,18 @@ class TransformerDecoder(BlockStack):
         dropout: float = 0.0,
         norm_first: bool = True,
         norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
-        attention: dict[str, Any] | None = None,
+        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention_dropout: float | None = None,
         ff_layer: Callable[..., nn.Module] = FeedForward,
         positional: PositionalEncoding | None = None,
         final_norm: bool | None = None,
     ) -> None:
+        attention, attention_dropout = attention_settings(attention, attention_dropout)
         super().__init__(
             dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
             norm_layer=norm_layer, cross_attention=True, context_dim=context_dim, causal=True,
-            attention=attention, ff_layer=ff_layer, positional=positional, final_norm=final_norm,
+            attention=attention, attention_dropout=attention_dropout, ff_layer=ff_layer,
+            positional=positional, final_norm=final_norm,
         )  # fmt: skip
         self.context_dim = context_dim or dim
 

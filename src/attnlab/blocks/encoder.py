@@ -5,14 +5,15 @@ Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from torch import Tensor, nn
 
+from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
-from .block import _check_input
+from .block import _check_input, attention_settings
 from .feedforward import FeedForward
 from .stack import BlockStack
 
@@ -39,8 +40,8 @@ class TransformerEncoder(BlockStack):
         dim: model width.
         heads: attention heads.
         depth: number of blocks.
-        ff_hidden, dropout, norm_first, norm_layer, causal, attention, ff_layer: block options,
-            see :class:`TransformerBlock`.
+        ff_hidden, dropout, norm_first, norm_layer, causal, attention, attention_dropout,
+            ff_layer: block options, see :class:`TransformerBlock`.
         positional: a :class:`~attnlab.positional.base.PositionalEncoding` or None.
         final_norm: normalise the output (default: True for pre-norm, whose residual stream is
             otherwise never normalised; False for post-norm, whose blocks already end in one).
@@ -67,15 +68,18 @@ class TransformerEncoder(BlockStack):
         norm_first: bool = True,
         norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
         causal: bool = False,
-        attention: dict[str, Any] | None = None,
+        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention_dropout: float | None = None,
         ff_layer: Callable[..., nn.Module] = FeedForward,
         positional: PositionalEncoding | None = None,
         final_norm: bool | None = None,
     ) -> None:
+        attention, attention_dropout = attention_settings(attention, attention_dropout)
         super().__init__(
             dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
-            norm_layer=norm_layer, causal=causal, attention=attention, ff_layer=ff_layer,
-            positional=positional, final_norm=final_norm,
+            norm_layer=norm_layer, causal=causal, attention=attention,
+            attention_dropout=attention_dropout, ff_layer=ff_layer, positional=positional,
+            final_norm=final_norm,
         )  # fmt: skip
 
     def forward(

@@ -10,21 +10,25 @@ trainer never depend on which one runs:
   ``need_weights`` and the encoder attends, else None;
 * attributes ``dim`` (input width) and ``out_dim`` (output width).
 
-Registered (:data:`ENCODERS`): ``"transformer"`` (here) and the lecture's baselines ``"window"``,
-``"cnn"``, ``"rnn"`` (:mod:`attnlab.models.baselines`).
+Registered (:data:`ENCODERS`): ``"transformer"`` (here) and the lecture's baselines ``"fc"``
+(fully connected over a context of ``k`` vectors), ``"cnn"``, ``"rnn"``
+(:mod:`attnlab.models.baselines`).
 
 Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from .. import masks
+from ..attention_config import AttentionConfig
 from ..blocks import TransformerEncoder
+from ..blocks.block import attention_settings
 from ..positional import make_positional
 from ..registry import Registry
 
@@ -108,8 +112,12 @@ class TransformerSequenceEncoder(SequenceEncoder):
             information (the encoder is then permutation-equivariant).
         max_len: longest sequence, for encodings that need it (e.g. ``"learned"``).
         window: local attention radius, or None for full attention.
-        attention: further :class:`~attnlab.attention.MultiHeadAttention` options
-            (``score``, ``normalize``, ``backend``, ``kernel`` and kernel options).
+        attention: the attention maths
+            (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
+            kernel and its options; default exact scaled-dot softmax). A ``dict`` still works
+            but is deprecated.
+        attention_dropout: dropout on the attention weights (default ``dropout``; exact
+            attention only).
 
     Shapes:
         - x: ``(b, n, dim)``; lengths: ``(b,)``
@@ -128,9 +136,11 @@ class TransformerSequenceEncoder(SequenceEncoder):
         positional: str | nn.Module | None = "rotary",
         max_len: int | None = None,
         window: int | None = None,
-        attention: dict[str, Any] | None = None,
+        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
+        attention, attention_dropout = attention_settings(attention, attention_dropout)
         if window is not None and (not isinstance(window, int) or window < 0):
             raise ValueError(f"window must be None or an int >= 0, got {window!r}")
         if max_len is not None and not isinstance(positional, str):
@@ -139,16 +149,14 @@ class TransformerSequenceEncoder(SequenceEncoder):
         self.window = window
         if isinstance(positional, str):
             positional = make_positional(positional, dim=dim, heads=heads, max_len=max_len)
-        if (attention or {}).get("kernel") is not None and getattr(
-            positional, "acts_on", None
-        ) == "scores":
+        if attention.kernel is not None and getattr(positional, "acts_on", None) == "scores":
             raise ValueError(
                 f"{type(positional).__name__} biases the attention scores, which an efficient "
                 "kernel never forms; use positional='rotary' or 'sinusoidal' with a kernel"
             )
         self.encoder = TransformerEncoder(
             dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
-            positional=positional, attention=dict(attention or {}),
+            positional=positional, attention=attention, attention_dropout=attention_dropout,
         )  # fmt: skip
 
     def encode(
