@@ -76,9 +76,11 @@ def linear_attention(
     tri = torch.ones(chunk, chunk, dtype=torch.bool, device=qc.device).tril()
     a = (qc @ kc.transpose(-2, -1)).masked_fill(~tri, 0.0)  # (b, h, r, c, c) within chunk
     kv = kc.transpose(-2, -1) @ vc  # (b, h, r, d, e) per chunk
-    state = kv.cumsum(2) - kv + s0.unsqueeze(2)  # state before each chunk
+    # Exclusive prefix sums by shifting, not "cumsum - own term": a large chunk would cancel
+    # the earlier ones' rounding away and so reach back into its own earlier queries.
+    state = F.pad(kv.cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :r] + s0.unsqueeze(2)  # before chunk
     z = kc.sum(3)  # (b, h, r, d)
-    z_before = z.cumsum(2) - z + z0.unsqueeze(2)
+    z_before = F.pad(z.cumsum(2), (0, 0, 1, 0))[:, :, :r] + z0.unsqueeze(2)
     num = a @ vc + qc @ state  # (b, h, r, c, e)
     den = a.sum(-1) + torch.einsum("bhrcd,bhrd->bhrc", qc, z_before)
     return _ratio(num, den).reshape(b, h, r * chunk, e)[:, :, :i]

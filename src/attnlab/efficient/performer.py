@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .base import AttentionKernel, MaskParts
 from .linear import linear_attention
 
-__all__ = ["PerformerKernel", "orthogonal_gaussian"]
+__all__ = ["PerformerKernel", "orthogonal_gaussian", "causal_favor"]
 
 
 def orthogonal_gaussian(
@@ -35,6 +36,103 @@ def orthogonal_gaussian(
     return w * norms
 
 
+def causal_favor(
+    phi_q: Tensor, log_k: Tensor, v: Tensor, *, q_offset: int = 0, chunk: int = 64
+) -> Tensor:
+    r"""Causal linear attention over key features :math:`\exp(\ell_j)` whose stabilising
+    shift only looks back, so no output depends on a later token, not even through rounding.
+
+    Query ``t`` (position :math:`p = q_{\mathrm{offset}} + t`) computes
+
+    .. math::
+        o_t = \frac{\sum_{j \le p} \phi(q_t)^\top e^{\ell_j - M_p}\, v_j}
+                   {\sum_{j \le p} \phi(q_t)^\top e^{\ell_j - M_p}}, \qquad
+        M_p = \max_{j \le p,\, f} \ell_{jf},
+
+    where :math:`M_p` cancels exactly and only keeps :math:`\exp` in range. It is evaluated as
+    :math:`e^{\ell_j - c_j} \cdot e^{c_j - M_p}` with :math:`c_j = \max_f \ell_{jf}` (every
+    factor <= 1). Chunks of ``c`` queries: within a chunk, a masked ``c x c`` product; across
+    chunks, the prefix-sum state :math:`S = \sum_j e^{\ell_j - E} v_j^\top`, kept relative to
+    the running max :math:`E` at its last key and rescaled by :math:`e^{E - E'} \le 1` when the
+    max grows (:func:`_rescaled_cumsum`). Keys before the first query (a KV cache) form the
+    initial state.
+
+    Args:
+        phi_q: ``(b, h, i, m)`` non-negative query features (float32 or wider).
+        log_k: ``(b, h, j, m)`` key log-features :math:`\ell_j`; ``-inf`` rows for keys that
+            must not be attended to (padding).
+        v: ``(b, h, j, e)``.
+        q_offset: position of the first query (incremental decoding).
+        chunk: chunk length ``c``.
+
+    Returns:
+        ``(b, h, i, e)`` in ``phi_q``'s dtype; zeros for queries that see no key.
+    """
+    dtype = phi_q.dtype
+    b, h, i, m = phi_q.shape
+    j, e = log_k.shape[2], v.shape[-1]
+    low = torch.finfo(dtype).min  # stands for "no key yet" (-inf) without inf - inf = nan
+    # The shifts cancel exactly, so they are constants for autograd.
+    c = log_k.detach().amax(-1)  # (b, h, j) each key's largest log-feature; -inf: padded
+    psi = torch.exp(log_k - torch.where(torch.isfinite(c), c, 0.0).unsqueeze(-1))  # <= 1
+    v1 = torch.cat([v.to(dtype), v.new_ones(b, h, j, 1, dtype=dtype)], -1)  # (b, h, j, e + 1)
+    # Keys before the first query: the initial state, relative to their own max c0.
+    start = min(q_offset, j)
+    c0 = F.pad(c[:, :, :start], (1, 0), value=-math.inf).amax(-1).clamp_min(low)  # (b, h)
+    u0 = torch.exp(c[:, :, :start] - c0.unsqueeze(-1)).unsqueeze(-1)  # (b, h, start, 1)
+    s0 = (psi[:, :, :start] * u0).transpose(-2, -1) @ v1[:, :, :start]  # (b, h, m, e + 1)
+    # Key start + t is the key at query t's position; chunk both.
+    r = -(-i // chunk)
+    psi, v1, c = (x[:, :, start : start + i] for x in (psi, v1, c))
+    pad_q, pad_k = r * chunk - i, r * chunk - c.shape[-1]
+    qc = F.pad(phi_q, (0, 0, 0, pad_q)).view(b, h, r, chunk, m)  # (b, h, r, c, m)
+    kc = F.pad(psi, (0, 0, 0, pad_k)).view(b, h, r, chunk, m)  # zero features: no key
+    vc = F.pad(v1, (0, 0, 0, pad_k)).view(b, h, r, chunk, e + 1)
+    cc = F.pad(c, (0, pad_k), value=-math.inf).view(b, h, r, chunk)  # (b, h, r, c)
+    run = torch.maximum(cc.flatten(2).cummax(-1).values.view_as(cc), c0[..., None, None])
+    run = run.clamp_min(low)  # M at each query position: the running max, (b, h, r, c)
+    # Within a chunk: phi(q_t) . psi_j e^{c_j - M_t} for j <= t.
+    tri = torch.ones(chunk, chunk, dtype=torch.bool, device=qc.device).tril()
+    w = (cc.unsqueeze(-2) - run.unsqueeze(-1)).masked_fill(~tri, -math.inf).exp()
+    a = (qc @ kc.transpose(-2, -1)) * w  # (b, h, r, c, c)
+    # Across chunks: each chunk's sum relative to E, the running max at its last key ...
+    end = run[..., -1]  # (b, h, r)
+    kv = (kc * torch.exp(cc - end.unsqueeze(-1)).unsqueeze(-1)).transpose(-2, -1) @ vc
+    # ... and the state before chunk r: the initial state and chunks < r, relative to E_{r-1}.
+    before = torch.cat([c0.unsqueeze(-1), end[:, :, :-1]], -1)  # (b, h, r)
+    state = _rescaled_cumsum(torch.cat([s0.unsqueeze(2), kv[:, :, :-1]], 2), before)
+    out = a @ vc + (qc @ state) * torch.exp(before.unsqueeze(-1) - run).unsqueeze(-1)
+    out = out.reshape(b, h, r * chunk, e + 1)[:, :, :i]  # (b, h, i, e + 1): numerator, denominator
+    num, den = out[..., :e], out[..., e]
+    return num / den.clamp_min(torch.finfo(dtype).tiny).unsqueeze(-1)
+
+
+def _rescaled_cumsum(x: Tensor, ref: Tensor, group: int = 32) -> Tensor:
+    r"""``P_s = sum_{s' <= s} x_{s'} exp(ref_{s'} - ref_s)`` along dim 2, for ``ref``
+    non-decreasing along it (every weight <= 1): a prefix sum whose terms are each kept
+    relative to its own reference and rescaled to the latest one.
+
+    Vectorised per group of ``group`` steps (a lower-triangular weight matrix, ``O(group)``
+    times the work of a plain prefix sum), with the sum carried from group to group: a plain
+    cumulative sum relative to one shared reference would need a reference from the future
+    (the last step's) to stay in range.
+
+    Shapes: ``x (b, h, r, m, f)``, ``ref (b, h, r)`` -> ``(b, h, r, m, f)``.
+    """
+    outs, carry, carry_ref = [], None, None
+    tri = torch.ones(group, group, dtype=torch.bool, device=x.device).tril()
+    for g in range(0, x.shape[2], group):
+        xs, rs = x[:, :, g : g + group], ref[:, :, g : g + group]  # (b, h, s, m, f), (b, h, s)
+        s = rs.shape[-1]
+        w = (rs.unsqueeze(-2) - rs.unsqueeze(-1)).masked_fill(~tri[:s, :s], -math.inf).exp()
+        p = (w @ xs.flatten(3)).view_as(xs)  # w[s, s'] = exp(ref_s' - ref_s), s' <= s
+        if carry is not None:
+            p = p + carry.unsqueeze(2) * torch.exp(carry_ref.unsqueeze(-1) - rs)[..., None, None]
+        outs.append(p)
+        carry, carry_ref = p[:, :, -1], rs[:, :, -1]
+    return torch.cat(outs, 2)
+
+
 class PerformerKernel(AttentionKernel):
     r"""Performer attention with FAVOR+ (Choromanski et al. 2021, "Rethinking Attention with
     Performers"): an unbiased, positive random-feature estimate of the softmax kernel.
@@ -49,8 +147,13 @@ class PerformerKernel(AttentionKernel):
     where the rows of :math:`W \in \mathbb{R}^{m \times d}` are orthogonal Gaussian directions
     (Sec. 2.4), attention is linear attention with these features (Eq. 4-5; causal: prefix sums,
     Sec. 2.6). Numerical stabilisation: each query's features are divided by their largest entry
-    and all keys' features of one sequence and head by the largest over its (real) keys; both
-    constants cancel in the ratio, exactly, and keep :math:`\exp` from overflowing.
+    and the keys' features by :math:`e^{M}`, where :math:`M` is the largest log-feature over the
+    (real) keys the query may see; the constants cancel in the ratio, exactly, and keep
+    :math:`\exp` from overflowing. Non-causal, :math:`M` is one max over all keys of a sequence
+    and head. Causal, it must not look ahead: a max over all keys lets a large future key
+    underflow the features of earlier ones in floating point, so a later token would change
+    earlier outputs. There :math:`M_i` is the running max over keys :math:`j \le i` and the
+    prefix-sum state is rescaled as it grows (:func:`causal_favor`).
 
     The projection is a buffer. With ``redraw=True`` a new one is drawn at every forward in
     training mode (the paper's "feature redrawing", Sec. 4.2); :meth:`redraw_features` draws one
@@ -114,23 +217,18 @@ class PerformerKernel(AttentionKernel):
         scale = 1.0 / math.sqrt(self.features)
         lq = self._log_features(q)  # (b, h, i, m)
         lk = self._log_features(k)  # (b, h, j, m)
-        # Constants that cancel between numerator and denominator keep exp() in range:
-        # per query (any constant per row cancels) and per (b, h) over real keys.
+        # A constant per query row cancels between numerator and denominator.
         phi_q = torch.exp(lq - lq.amax(-1, keepdim=True).detach()) * scale
-        valid = None
         if parts.key_valid is not None:
-            valid = parts.key_valid.transpose(-2, -1)  # (b, 1, j, 1)
-            lk_max = lk.masked_fill(~valid, float("-inf")).amax((-2, -1), keepdim=True)
-        else:
-            lk_max = lk.amax((-2, -1), keepdim=True)
+            lk = lk.masked_fill(~parts.key_valid.transpose(-2, -1), -math.inf)  # (b, 1, j, 1)
+        if parts.causal:
+            out = causal_favor(phi_q, lk, v, q_offset=q_offset, chunk=self.chunk)
+            return out.to(v.dtype)
+        # Non-causal: one constant per (b, h), the max over real keys (padded keys: exp = 0).
+        lk_max = lk.amax((-2, -1), keepdim=True)
         lk_max = torch.where(torch.isfinite(lk_max), lk_max, torch.zeros_like(lk_max)).detach()
         phi_k = torch.exp(lk - lk_max) * scale
-        if valid is not None:
-            phi_k = phi_k.masked_fill(~valid, 0.0)  # padded keys add nothing
-        out = linear_attention(
-            phi_q, phi_k, v, causal=parts.causal, q_offset=q_offset, chunk=self.chunk
-        )
-        return out.to(v.dtype)
+        return linear_attention(phi_q, phi_k, v, causal=False).to(v.dtype)
 
     def extra_repr(self) -> str:
         return (
