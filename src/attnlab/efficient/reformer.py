@@ -1,7 +1,8 @@
 """Reformer attention (Kitaev et al. 2020): shared-QK attention within LSH buckets.
 
 Legend: ``b`` batch, ``h`` heads, ``n`` positions (queries = keys), ``d`` head dim, ``e`` value
-head dim, ``R`` hash rounds, ``u`` buckets, ``r`` chunks, ``c`` chunk length.
+head dim, ``R`` hash rounds, ``u`` buckets, ``r`` chunks, ``c`` chunk length, ``S = r c``
+slots.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from torch import Tensor
 
 from .base import AttentionKernel, MaskParts, key_valid_rows, masked_softmax
 
-__all__ = ["ReformerKernel", "shared_qk_attention", "SELF_SCORE"]
+__all__ = [
+    "ReformerKernel",
+    "shared_qk_attention",
+    "sorted_layout",
+    "aligned_layout",
+    "SELF_SCORE",
+]
 
 #: score of a token for itself: it attends to itself only when nothing else is allowed (Sec. 2)
 SELF_SCORE = -5e4
@@ -45,6 +52,55 @@ def shared_qk_attention(
     return (masked_softmax(s, allowed) @ v.to(s.dtype)).to(v.dtype)
 
 
+def sorted_layout(buckets: Tensor, chunk: int) -> tuple[Tensor, Tensor]:
+    """The paper's layout (Sec. 2): tokens sorted by (bucket, position), cut into chunks.
+
+    Args:
+        buckets: ``(..., n)`` bucket of each token.
+        chunk: chunk length ``c``.
+
+    Returns:
+        ``slots (..., S)``: the token in each slot (``n`` = empty), ``S`` a multiple of ``c``;
+        ``where (..., n)``: the slot of each token.
+    """
+    n = buckets.shape[-1]
+    pos = torch.arange(n, device=buckets.device)
+    perm = (buckets * n + pos).argsort(-1)  # sorted by (bucket, position)
+    size = -(-n // chunk) * chunk
+    return F.pad(perm, (0, size - n), value=n), perm.argsort(-1)
+
+
+def aligned_layout(buckets: Tensor, chunk: int, num_buckets: int) -> tuple[Tensor, Tensor]:
+    """The causal layout: sorted by (bucket, position), each bucket starting a new chunk, so a
+    token's slot is its bucket's first slot plus its rank among the earlier tokens of its
+    bucket, and which tokens share its chunk depends on no later token.
+
+    Args:
+        buckets: ``(..., n)`` bucket of each token, in ``[0, num_buckets)``.
+        chunk: chunk length ``c``.
+        num_buckets: the number of buckets ``u``.
+
+    Returns:
+        As :func:`sorted_layout`; ``S = (ceil(n / c) + min(u, n) - 1) * c``, enough for any
+        bucket sizes (bucket ``k`` fills ``ceil(n_k / c)`` chunks).
+    """
+    n = buckets.shape[-1]
+    pos = torch.arange(n, device=buckets.device)
+    perm = (buckets * n + pos).argsort(-1)  # sorted by (bucket, position)
+    sorted_buckets = buckets.gather(-1, perm)
+    counts = torch.zeros(*buckets.shape[:-1], num_buckets, dtype=torch.long, device=pos.device)
+    counts.scatter_add_(-1, buckets, torch.ones_like(buckets))  # (..., u) tokens per bucket
+    first = counts.cumsum(-1) - counts  # sorted index of each bucket's first token
+    padded = -(-counts // chunk) * chunk
+    base = padded.cumsum(-1) - padded  # first slot of each bucket
+    rank = pos - first.gather(-1, sorted_buckets)  # rank within the bucket, by position
+    slot_sorted = base.gather(-1, sorted_buckets) + rank
+    where = torch.empty_like(perm).scatter_(-1, perm, slot_sorted)
+    size = (-(-n // chunk) + min(num_buckets, n) - 1) * chunk
+    slots = torch.full((*buckets.shape[:-1], size), n, dtype=torch.long, device=pos.device)
+    return slots.scatter_(-1, where, pos.expand_as(where)), where
+
+
 class ReformerKernel(AttentionKernel):
     r"""Reformer LSH attention (Kitaev, Kaiser & Levskaya 2020, "Reformer: The Efficient
     Transformer", Sec. 2).
@@ -68,9 +124,21 @@ class ReformerKernel(AttentionKernel):
     (:func:`shared_qk_attention`).
 
     Padded tokens go to an extra last bucket: they never displace real tokens in the sort and
-    are masked as keys. Causal masks compare original positions. The rotations are drawn once
-    from ``seed`` (a buffer). Self-attention only: ``k`` must have the queries' length and
-    there can be no KV cache.
+    are masked as keys. The rotations are drawn once from ``seed`` (a buffer). Self-attention
+    only: ``k`` must have the queries' length and there can be no KV cache.
+
+    *Causal masks* (the paper's language models, Sec. 5) need more than comparing positions:
+    in the sorted order a token's slot counts every token of a lower bucket, future ones
+    included, so one later token hashed low shifts the chunk boundaries of earlier ones and
+    changes which past keys they see. Under a causal mask each bucket therefore starts a new
+    chunk (:func:`aligned_layout`): a token's chunk is its rank among the *earlier* tokens of its
+    bucket divided by ``c``, so query ``i`` attends to same-bucket keys ``j <= i`` of its chunk
+    and the previous one, chosen by tokens ``<= i`` only. This is strictly causal, at the cost
+    of at most ``buckets + 1`` partly empty chunks (about twice the slots with the default
+    chunk). Refusing causal masks would have been simpler but drops the model the paper
+    evaluates; a layout that depends only on the past keeps it. With the default chunk
+    (``ceil(n / buckets)``) outputs still depend on the length ``n`` (not on later tokens);
+    set ``chunk`` to make a prefix's outputs independent of what follows it.
 
     Args:
         dim, heads: model width and number of heads (head dim ``d = dim // heads``).
@@ -128,30 +196,31 @@ class ReformerKernel(AttentionKernel):
         )  # fmt: skip
         R = self.rounds
         c = self.chunk or max(1, -(-n // self.buckets))
-        r = -(-n // c)
-        big_n, pad = r * c, r * c - n
         qf = q.to(torch.promote_types(q.dtype, torch.float32))
         kn = F.normalize(qf, dim=-1)  # shared QK: keys are the unit-normalised queries
         valid = key_valid_rows(parts, b, n, q.device)  # (b, n)
-        buckets = self.hash(kn).masked_fill(~valid[:, None, None, :], self.buckets)
-        buckets = F.pad(buckets, (0, pad), value=self.buckets)  # (b, h, R, N) padding sorts last
-        valid = F.pad(valid, (0, pad), value=False)
-        pos = torch.arange(big_n, device=q.device)
-        perm = (buckets * big_n + pos).argsort(-1)  # (b, h, R, N) sort by (bucket, position)
-        undo = perm.argsort(-1)
+        # Padding gets its own last bucket: it never displaces real tokens.
+        buckets = self.hash(kn).masked_fill(~valid[:, None, None, :], self.buckets)  # (b,h,R,n)
+        if parts.causal:
+            slots, where = aligned_layout(buckets, c, self.buckets + 1)  # (b, h, R, S), (.., n)
+        else:
+            slots, where = sorted_layout(buckets, c)
+        S = slots.shape[-1]
+        r = S // c
 
-        def sort(t: Tensor) -> Tensor:  # (b, h, N, f) -> (b, h, R, r, c, f) in sorted order
-            t = F.pad(t, (0, 0, 0, pad)).unsqueeze(2).expand(-1, -1, R, -1, -1)
-            idx = perm.unsqueeze(-1).expand(-1, -1, -1, -1, t.shape[-1])
+        def gather(t: Tensor) -> Tensor:  # (b, h, n, f) -> (b, h, R, r, c, f); empty slots: 0
+            t = F.pad(t, (0, 0, 0, 1)).unsqueeze(2).expand(-1, -1, R, -1, -1)  # token n: empty
+            idx = slots.unsqueeze(-1).expand(-1, -1, -1, -1, t.shape[-1])
             return t.gather(3, idx).view(b, h, R, r, c, t.shape[-1])
 
         def look_back(t: Tensor) -> Tensor:  # keys of each chunk: itself and the previous chunk
             return t if r == 1 else torch.cat([t, t.roll(1, dims=3)], dim=4)
 
-        sq, sk, sv = sort(qf), look_back(sort(kn)), look_back(sort(v.to(qf.dtype)))
-        spos = perm.view(b, h, R, r, c)
-        sbucket = buckets.gather(-1, perm).view(b, h, R, r, c)
-        svalid = valid[:, None, None, :].expand(-1, h, R, -1).gather(-1, perm).view(b, h, R, r, c)
+        sq, sk, sv = gather(qf), look_back(gather(kn)), look_back(gather(v.to(qf.dtype)))
+        spos = slots.view(b, h, R, r, c)  # original positions (n: empty slot)
+        sbucket = F.pad(buckets, (0, 1), value=self.buckets).gather(-1, slots).view_as(spos)
+        svalid = F.pad(valid, (0, 1), value=False)[:, None, None, :].expand(-1, h, R, -1)
+        svalid = svalid.gather(-1, slots).view_as(spos)
         kpos, kbucket, kvalid = look_back(spos), look_back(sbucket), look_back(svalid)
         s = torch.einsum("bhRrcd,bhRrkd->bhRrck", sq, sk) / math.sqrt(d)  # (b, h, R, r, c, 2c)
         s = s.masked_fill(spos.unsqueeze(-1) == kpos.unsqueeze(-2), SELF_SCORE)
@@ -162,12 +231,12 @@ class ReformerKernel(AttentionKernel):
         lse = torch.logsumexp(s, dim=-1)  # (b, h, R, r, c); -inf: nothing allowed
         safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
         w = torch.exp(s - safe.unsqueeze(-1))  # softmax within the chunk
-        out = (w @ sv).view(b, h, R, big_n, e)  # sorted order
-        out = out.gather(3, undo.unsqueeze(-1).expand(-1, -1, -1, -1, e))  # (b, h, R, N, e)
-        lse = lse.view(b, h, R, big_n).gather(-1, undo)  # (b, h, R, N)
+        out = (w @ sv).view(b, h, R, S, e)  # slot order
+        out = out.gather(3, where.unsqueeze(-1).expand(-1, -1, -1, -1, e))  # (b, h, R, n, e)
+        lse = lse.view(b, h, R, S).gather(-1, where)  # (b, h, R, n)
         weights = masked_softmax(lse, torch.isfinite(lse), dim=2)  # rounds by their mass
-        out = (weights.unsqueeze(-1) * out).sum(2)  # (b, h, N, e)
-        return out[:, :, :n].to(v.dtype)
+        out = (weights.unsqueeze(-1) * out).sum(2)  # (b, h, n, e)
+        return out.to(v.dtype)
 
     def extra_repr(self) -> str:
         return f"buckets={self.buckets}, rounds={self.rounds}, chunk={self.chunk}, seed={self.seed}"
