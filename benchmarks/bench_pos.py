@@ -118,9 +118,9 @@ def speed(args) -> dict:
                 task="pos", overrides=["--task_options.max_train_sentences=4000", *over]
             )
             task = TASKS.get("pos")()
-            task.setup(cfg)
+            task.setup(cfg.task_options)
             torch.manual_seed(0)
-            models[kind], tasks[kind] = task.build_model(cfg), task
+            models[kind], tasks[kind] = task.build_model(cfg.model), task
         assert sum(p.numel() for p in models["attnlab"].encoder.parameters()) == sum(
             p.numel() for p in models["torch"].encoder.parameters()
         ), "encoders differ in size"

@@ -91,7 +91,7 @@ def test_tasks_lists_the_registry(capsys):
 
 
 def test_attention_alias_and_space_separated_values():
-    from attnlab.tasks.run import normalize_overrides
+    from attnlab.commands import normalize_overrides
 
     assert normalize_overrides(["--attention.kernel", "performer", "--train.lr=1e-3"]) == [
         "--model.encoder.kernel=performer",

@@ -45,19 +45,19 @@ def _tasks(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, rest: list[str]) -> int:
-    from .tasks.run import train_command
+    from .commands import train_command
 
     return train_command(args.task, rest, config=args.config, resume=args.resume)
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .tasks.run import eval_command
+    from .commands import eval_command
 
     return eval_command(args.checkpoint, data=args.data, split=args.split)
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from .tasks.run import predict_command
+    from .commands import predict_command
 
     texts = list(args.texts)
     if texts == ["-"]:
@@ -66,7 +66,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .tasks.run import show_command
+    from .commands import show_command
 
     return show_command(args.checkpoint, " ".join(args.text), out=args.out)
 
@@ -99,19 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="evaluate a checkpoint on its test set or on a file")
     e.add_argument("checkpoint")
-    e.add_argument("--data", help="a CoNLL-U, word/TAG or 'label sentence' file")
+    e.add_argument("--data", help="a file in the task's format (text: CoNLL-U, word/TAG, "
+                   "'word TAG' columns, 'label sentence')")  # fmt: skip
     e.add_argument("--split", default="test", choices=["train", "dev", "test"])
     e.set_defaults(func=_eval)
 
     pr = sub.add_parser("predict", help="tag or classify texts ('-' reads stdin)")
     pr.add_argument("checkpoint")
-    pr.add_argument("texts", nargs="+")
+    pr.add_argument("texts", nargs="+", help="inputs as the task reads them (text: a sentence)")
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
     pr.set_defaults(func=_predict)
 
     s = sub.add_parser("show", help="attention heatmaps of a text, every layer and head")
     s.add_argument("checkpoint")
-    s.add_argument("text", nargs="+")
+    s.add_argument("text", nargs="+", help="one input as the task reads it (text: a sentence)")
     s.add_argument("--out", required=True, help="PNG file to write")
     s.set_defaults(func=_show)
 
@@ -157,6 +158,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "takes_rest", False):
             return args.func(args, rest)
         return args.func(args)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, NotImplementedError) as err:
         print(f"attnlab {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -39,7 +39,6 @@ def _budget(quick: bool) -> list[str]:
 
 def run_demo(out_dir: str = "runs/demo", quick: bool = False) -> int:
     from attnlab.train import Trainer, resolve_config
-    from attnlab.viz import attention_of, plot_attention
 
     logging.getLogger("attnlab").setLevel(logging.WARNING)  # the progress bars say enough
     out = Path(out_dir)
@@ -76,8 +75,10 @@ def run_demo(out_dir: str = "runs/demo", quick: bool = False) -> int:
           "their neighbours.")  # fmt: skip
     verdict = "tells them apart" if saw1 != saw2 else "does not tell them apart this time"
     print(f"Self-attention {verdict}: saw/{saw1} ... saw/{saw2}.")
-    png = plot_attention(attention_of(attn[5], attn[4], tokens), tokens, out / "attention.png",
-                         title=f"self-attention tagger: {SENTENCE}")  # fmt: skip
+    task, model = attn[4], attn[5]
+    png = task.draw(
+        model, tokens, out / "attention.png", title=f"self-attention tagger: {SENTENCE}"
+    )
     print(f"\nattention heatmaps: {png}")
     print("checkpoints (try `attnlab predict CKPT 'I saw a saw .'`):")
     for name, _, _, ckpt, _, _ in rows:

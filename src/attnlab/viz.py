@@ -1,11 +1,14 @@
-"""Attention as pictures: one heatmap per layer and head."""
+"""Attention as pictures: one heatmap per layer and head.
+
+A plotting module with no knowledge of tasks: :meth:`attnlab.tasks.Task.draw` calls
+:func:`plot_attention` with the weights and labels of its ``attention_map``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 
@@ -57,14 +60,7 @@ def plot_attention(
     return out
 
 
-@torch.no_grad()
 def attention_of(model, task, tokens: Sequence[str]) -> list[Tensor]:
-    """Per-layer ``(h, n, n)`` attention weights of ``model`` on one token list."""
-    model.eval()
-    batch = task.encode([list(tokens)])
-    out = model(batch, need_weights=True)
-    if not out.weights:
-        raise ValueError(
-            f"this model's encoder ({type(model.encoder).__name__}) has no attention weights to show"
-        )
-    return [w[0] for w in out.weights]
+    """Per-layer ``(h, n, n)`` attention weights of ``model`` on one token list: the weights
+    of the task's :meth:`~attnlab.tasks.Task.attention_map`."""
+    return task.attention_map(model, list(tokens)).weights

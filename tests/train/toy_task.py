@@ -101,8 +101,8 @@ class ToyTask(Task):
     def default_options(cls) -> ToyOptions:
         return ToyOptions()
 
-    def setup(self, cfg) -> None:
-        opts = cfg.task_options
+    def setup(self, options) -> None:
+        opts = options
         if isinstance(opts, Mapping):
             opts = merge(ToyOptions(), opts)
         self.mode = opts.mode
@@ -140,8 +140,8 @@ class ToyTask(Task):
     def batch_size_of(self, example: Any) -> int:
         return len(example["tokens"])
 
-    def build_model(self, cfg) -> nn.Module:
-        model_cfg = cfg.model
+    def build_model(self, model_config) -> nn.Module:
+        model_cfg = model_config
         if isinstance(model_cfg, Mapping):
             model_cfg = merge(ToyModelConfig(), model_cfg)
         model = ToyModel(

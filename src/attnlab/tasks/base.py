@@ -1,19 +1,33 @@
-"""The :class:`Task` interface: what the one trainer of the lab needs to know about a task.
+"""The :class:`Task` interface: what the trainer and the commands need to know about a task.
 
 A task is *data + input encoder + encoder + head + metric*. The trainer
-(:class:`attnlab.train.Trainer`) only ever talks to this interface, so adding a task is one new
-class registered with :func:`register_task`; the trainer is never touched.
+(:class:`attnlab.train.Trainer`) and the commands (:mod:`attnlab.commands`: ``train``,
+``eval``, ``predict``, ``show``) only ever talk to this interface, so a new task, whatever its
+input kind (sentences, wav files, SMILES strings, node ids, images), is one class listed in
+:data:`attnlab.tasks.TASKS`; neither the trainer nor the command line is touched.
 
 Life cycle, as the trainer drives it::
 
     task = TASKS.get(cfg.task)()
     task.load_state_dict(saved)          # only when resuming / reloading (vocabularies)
-    task.setup(cfg)                      # load data; build vocabularies from train if not loaded
+    task.setup(cfg.task_options)         # load data; build vocabularies from train if not loaded
     splits = task.splits()               # {"train": [...], "dev": [...], "test": [...]}
-    model = task.build_model(cfg)
+    model = task.build_model(cfg.model)
     batch = task.collate(examples)       # dict of padded tensors, with "lengths"
     loss_sum, units = task.loss(model, batch)
     metrics = task.evaluate(model, batches)   # {task.metric_name: ..., ...}
+
+and as the commands drive it, on a task and model rebuilt from a checkpoint::
+
+    x = task.parse_input("I saw a saw .")           # predict / show: one user input
+    records = task.predict(model, [x])              # one JSON-friendly dict per input
+    print(task.format_text(records[0]))             # or task.format_json(...) with --json
+    task.draw(model, x, "saw.png", title=...)       # show: attention_map(...) as a picture
+    examples = task.read_examples("dev.conllu")     # eval --data: labelled examples
+
+A task only ever sees its own settings: ``setup`` gets the options dataclass of
+:meth:`Task.default_options` and ``build_model`` the model configuration of
+:meth:`Task.default_model_config`, never the whole run configuration.
 
 Losses are *sums* over units (tokens for tagging, sequences for classification) and come with
 their unit count, so the trainer divides by the total count of a whole optimizer step: averaging
@@ -23,26 +37,38 @@ big-batch gradient), whatever the padding or the split.
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
 
+import torch
 from torch import Tensor, nn
 
-from attnlab.registry import Registry
+__all__ = ["Task", "AttentionMap"]
 
-if TYPE_CHECKING:
-    from attnlab.train.config import RunConfig
 
-__all__ = ["Task", "TASKS", "register_task"]
+class AttentionMap(NamedTuple):
+    """The attention of a model on one input, ready to draw.
+
+    Attributes:
+        weights: per layer, the ``(h, i, j)`` attention weights (rows: queries, columns: keys).
+        queries: the ``i`` axis labels (a word, a frame time, an atom symbol, a node id, ...).
+        keys: the ``j`` axis labels.
+    """
+
+    weights: list[Tensor]
+    queries: list[str]
+    keys: list[str]
 
 
 class Task(ABC):
     """Abstract base class of a trainable task.
 
     Class attributes:
-        name: the registry name (set by :func:`register_task`).
+        name: the registry name (set when the task is registered, see :mod:`.registry`).
         metric_name: key of :meth:`evaluate`'s result used for model selection / early stopping.
         higher_is_better: whether a larger ``metric_name`` is better (accuracy) or worse (loss).
         unit: what :meth:`loss` counts (``"tok"``, ``"seq"``, ...), for logs and throughput.
@@ -58,6 +84,14 @@ class Task(ABC):
       the model is the ``DistributedDataParallel`` wrapper.
     * :meth:`evaluate` runs under ``torch.no_grad()`` with the model in eval mode (the trainer
       arranges both) and returns plain floats, including ``metric_name``.
+
+    The commands' methods (:meth:`parse_input`, :meth:`predict`, :meth:`format_text`,
+    :meth:`format_json`, :meth:`attention_map`, :meth:`draw`, :meth:`read_examples`) run on a
+    task restored by :meth:`load_state_dict` and a model from :meth:`build_model`, without
+    :meth:`setup` (no training data is loaded). Their defaults suit text: a user input is a
+    whitespace-tokenised sentence and a record ``{"tokens", "tags"}`` or ``{"label"}``; a task
+    of another input kind overrides :meth:`parse_input` (a wav path, a SMILES string, a node id,
+    an image path) and whichever renderings differ.
     """
 
     name: ClassVar[str] = ""
@@ -79,8 +113,13 @@ class Task(ABC):
 
     # ---------------------------------------------------------------- data
     @abstractmethod
-    def setup(self, cfg: RunConfig) -> None:
-        """Load the data and build the vocabularies from the train split (unless loaded)."""
+    def setup(self, options: Any) -> None:
+        """Load the data and build the vocabularies from the train split (unless loaded).
+
+        Args:
+            options: the task's options, as :meth:`default_options` makes them (the run's
+                ``task_options``).
+        """
 
     @abstractmethod
     def splits(self) -> dict[str, list]:
@@ -98,8 +137,13 @@ class Task(ABC):
 
     # ---------------------------------------------------------------- model, loss, metric
     @abstractmethod
-    def build_model(self, cfg: RunConfig) -> nn.Module:
-        """A fresh model for ``cfg.model``; needs the vocabularies (from setup or state)."""
+    def build_model(self, model_config: Any) -> nn.Module:
+        """A fresh model; needs the vocabularies (from :meth:`setup` or the state).
+
+        Args:
+            model_config: the task's model configuration, as :meth:`default_model_config`
+                makes it (the run's ``model``).
+        """
 
     @abstractmethod
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int | Tensor]:
@@ -141,19 +185,89 @@ class Task(ABC):
             return True
         return score > best if self.higher_is_better else score < best
 
+    # ---------------------------------------------------------------- commands: inputs
+    def parse_input(self, text: str) -> Any:
+        """One user input, as typed on the command line, to what :meth:`predict` takes.
 
-#: name -> Task subclass
-TASKS: Registry[type[Task]] = Registry("task")
+        Default (text): the whitespace-separated tokens of a sentence. Other input kinds read a
+        path (wav, image), a SMILES string or a node id here, and raise a ``ValueError`` naming
+        the input when it is unusable.
 
+        Raises:
+            ValueError: an empty text.
+        """
+        tokens = text.split()
+        if not tokens:
+            raise ValueError(f"{self._label()}: empty input {text!r}; give at least one word")
+        return tokens
 
-def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
-    """Class decorator: register a :class:`Task` subclass as ``name`` (and set ``cls.name``)."""
+    def encode_inputs(self, inputs: Sequence[Any]) -> dict[str, Tensor]:
+        """The model's batch (no labels) for parsed inputs; what :meth:`attention_map` feeds
+        the model. Default: not available (a task that draws its own picture needs none)."""
+        raise NotImplementedError(f"task {self._label()} does not encode inputs for a model")
 
-    def add(cls: type[Task]) -> type[Task]:
-        if not (isinstance(cls, type) and issubclass(cls, Task)):
-            raise TypeError(f"register_task({name!r}) expects a Task subclass, got {cls!r}")
-        cls.name = name
-        TASKS.register(name, cls)
-        return cls
+    def input_labels(self, input: Any) -> list[str]:
+        """Axis labels of one parsed input's positions. Default (text): the tokens."""
+        return [str(token) for token in input]
 
-    return add
+    def read_examples(self, path: str | Path) -> list:
+        """Labelled examples (as :meth:`collate` takes them) from an evaluation file.
+
+        A file that is empty, or not in a format of this task (e.g. a sentence-classification
+        file given to a tagger), raises a ``ValueError`` naming the file and what was expected.
+        """
+        raise NotImplementedError(f"task {self._label()} cannot read evaluation files")
+
+    # ---------------------------------------------------------------- commands: outputs
+    def predict(self, model: nn.Module, inputs: Sequence[Any]) -> list[dict[str, Any]]:
+        """One JSON-friendly record per parsed input (``{"tokens": [...], "tags": [...]}``,
+        ``{"label": ...}``, ...)."""
+        raise NotImplementedError(f"task {self._label()} does not implement predict")
+
+    def format_text(self, record: Mapping[str, Any]) -> str:
+        """A record as one line for people. Default: ``word/TAG ...`` for a record with
+        ``tokens`` and ``tags``, the ``label`` for one with a label, else the JSON line."""
+        if "tags" in record and "tokens" in record:
+            return " ".join(f"{w}/{t}" for w, t in zip(record["tokens"], record["tags"]))
+        if "label" in record:
+            return str(record["label"])
+        return self.format_json(record)
+
+    def format_json(self, record: Mapping[str, Any]) -> str:
+        """A record as one line of JSON (``predict --json``)."""
+        return json.dumps(dict(record))
+
+    @torch.no_grad()
+    def attention_map(self, model: nn.Module, input: Any) -> AttentionMap:
+        """The model's per-layer attention on one parsed input, with the axis labels.
+
+        Default: runs ``model(encode_inputs([input]), need_weights=True)`` (the lab's
+        :class:`~attnlab.models.SequenceModel` protocol) and labels both axes with
+        :meth:`input_labels`.
+
+        Raises:
+            ValueError: the model has no attention weights (a CNN, RNN or window encoder).
+        """
+        model.eval()
+        out = model(self.encode_inputs([input]), need_weights=True)
+        weights = getattr(out, "weights", None)
+        if not weights:
+            encoder = type(getattr(model, "encoder", model)).__name__
+            raise ValueError(f"this model's encoder ({encoder}) has no attention weights to show")
+        labels = self.input_labels(input)
+        return AttentionMap([w[0] for w in weights], labels, labels)
+
+    def draw(self, model: nn.Module, input: Any, out: str | Path, *, title: str = "") -> Path:
+        """Draw the attention on one parsed input into the PNG ``out`` and return its path.
+
+        Default: one heatmap per layer and head of :meth:`attention_map`
+        (:func:`attnlab.viz.plot_attention`). Tasks with a natural picture of their input (a
+        spectrogram, a molecule, a graph neighbourhood, an image) override this.
+        """
+        from attnlab.viz import plot_attention
+
+        attn = self.attention_map(model, input)
+        return plot_attention(attn.weights, attn.keys, out, title=title, query_tokens=attn.queries)
+
+    def _label(self) -> str:
+        return repr(self.name or type(self).__name__)

@@ -1,19 +1,25 @@
 """Text tasks on real corpora: part-of-speech tagging (N -> N) and sentence classification
 (N -> 1). Both share vocabularies (words, characters) and the model family of
 :mod:`attnlab.models`; they differ in the head, the labels and the unit of the loss.
+
+Both read their corpus from the dataset registry (:mod:`attnlab.data`) or, with
+``train_file`` (and optionally ``dev_file``, ``test_file``) in their options, from local files
+in any format :func:`attnlab.data.readers.sniff_text_format` recognises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.data import load_sentences, load_tagging
+from attnlab.data import SENTENCE_LABELS, TAGGING_CORPORA, load_sentences, load_tagging
+from attnlab.data.readers import read_classification_file, read_tagging_file
 from attnlab.models import (
     CharVocabulary,
     ModelConfig,
@@ -22,21 +28,48 @@ from attnlab.models import (
     encode_batch,
 )
 
-from .base import Task, register_task
+from .base import Task
 
-__all__ = ["PosTask", "SentenceTask", "TaggingOptions", "SentenceOptions"]
+__all__ = [
+    "PosTask",
+    "SentenceTask",
+    "SST2Task",
+    "SST5Task",
+    "TRECTask",
+    "TaggingOptions",
+    "SentenceOptions",
+]
 
 IGNORE = -100  # label of padded positions
 
+OptionsT = TypeVar("OptionsT")
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return getattr(model, "module", model)
+
+def _options(cls: type[OptionsT], options: Any) -> OptionsT:
+    """``options`` as the dataclass ``cls`` (a free-form mapping is checked field by field)."""
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, Mapping):
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown task option(s) {unknown}; valid names: {', '.join(valid)}")
+        return cls(**options)
+    raise TypeError(f"expected {cls.__name__} task options, got {type(options).__name__}")
+
+
+def _read_files(
+    train_file: str, dev_file: str, test_file: str, read: Callable[[str], list]
+) -> dict[str, list]:
+    """The splits of local files: a split without a file is empty."""
+    files = {"train": train_file, "dev": dev_file, "test": test_file}
+    return {split: list(read(path)) if path else [] for split, path in files.items()}
 
 
 class _TextTask(Task):
     """Vocabularies and batching shared by the text tasks."""
 
-    output = "token"
+    output = "token"  # the head: one label per token ("token") or per sentence ("sequence")
 
     def __init__(self) -> None:
         self.vocab: Vocabulary | None = None
@@ -57,8 +90,10 @@ class _TextTask(Task):
             self.chars = CharVocabulary.build(train)
 
     def encode(self, sentences: Sequence[Sequence[str]]) -> dict[str, Tensor]:
-        """Token lists -> model inputs (no labels)."""
-        assert self.vocab is not None, "call setup() or load_state_dict() first"
+        """Token lists -> model inputs (no labels), as the model configuration of
+        :meth:`build_model` reads them (characters and word shapes only if it uses them)."""
+        if self.vocab is None:
+            raise RuntimeError(f"{type(self).__name__}: call setup() or load_state_dict() first")
         cfg = self.model_cfg.input
         uses_chars = cfg.kind == "embedding" and cfg.char_features
         return encode_batch(
@@ -66,10 +101,15 @@ class _TextTask(Task):
             shapes=cfg.shape_dim > 0,
         )  # fmt: skip
 
-    def build_model(self, cfg) -> nn.Module:
-        self.model_cfg = cfg.model
+    def encode_inputs(self, inputs: Sequence[Sequence[str]]) -> dict[str, Tensor]:
+        return self.encode(inputs)
+
+    def build_model(self, model_config: ModelConfig) -> nn.Module:
+        """A :class:`~attnlab.models.SequenceModel` for ``model_config``; :meth:`encode` (and
+        so :meth:`collate`) encodes inputs for it from now on."""
+        self.model_cfg = model_config
         return build_model(
-            cfg.model, vocab_size=len(self.vocab), char_vocab_size=len(self.chars),
+            model_config, vocab_size=len(self.vocab), char_vocab_size=len(self.chars),
             num_labels=len(self.labels), output=self.output,
         )  # fmt: skip
 
@@ -91,23 +131,31 @@ class TaggingOptions:
     """Options of the ``pos`` task.
 
     Args:
-        corpus: ``brown`` (default), ``ud-ewt``, ``ud-atis`` or ``conll2000``.
+        corpus: ``brown`` (default), ``ud-ewt``, ``ud-atis``, ``conll2000``, or ``files``: the
+            local files below.
         tagset: ``auto`` (Brown: the 12 universal tags; UD: UPOS; CoNLL-2000: Penn tags),
-            ``universal`` or ``native``.
+            ``universal`` or ``native``; local files keep their tags as written.
         min_count: words seen fewer times in train become ``<unk>``.
         max_train_sentences: use only the first N train sentences (0: all).
+        train_file: with ``corpus="files"``: the training sentences (CoNLL-U, ``word/TAG`` or
+            ``word TAG`` columns; see :func:`~attnlab.data.readers.read_tagging_file`).
+        dev_file: with ``corpus="files"``: the dev sentences (none: no dev split).
+        test_file: with ``corpus="files"``: the test sentences (none: no test split).
     """
 
     corpus: str = "brown"
     tagset: str = "auto"
     min_count: int = 1
     max_train_sentences: int = 0
+    train_file: str = ""
+    dev_file: str = ""
+    test_file: str = ""
 
 
-@register_task("pos")
 class PosTask(_TextTask):
     """Part-of-speech tagging: one tag per word (N -> N), token accuracy."""
 
+    name = "pos"
     unit = "tok"
     output = "token"
 
@@ -115,20 +163,41 @@ class PosTask(_TextTask):
     def default_options(cls) -> TaggingOptions:
         return TaggingOptions()
 
-    def setup(self, cfg) -> None:
-        opts: TaggingOptions = cfg.task_options
-        self.model_cfg = cfg.model
-        tagset = opts.tagset
-        if tagset == "auto":
-            tagset = "native" if opts.corpus == "conll2000" else "universal"
-        corpus = load_tagging(opts.corpus, tagset)
-        train = list(corpus.train)
+    def setup(self, options: TaggingOptions) -> None:
+        opts = _options(TaggingOptions, options)
+        if opts.corpus == "files":
+            if not opts.train_file:
+                raise ValueError(
+                    "task_options.corpus='files' needs task_options.train_file (and optionally "
+                    "dev_file, test_file)"
+                )
+            splits = _read_files(opts.train_file, opts.dev_file, opts.test_file,
+                                 read_tagging_file)  # fmt: skip
+            tags = sorted({t for split in splits.values() for _, ts in split for t in ts})
+        else:
+            if opts.train_file or opts.dev_file or opts.test_file:
+                raise ValueError(
+                    f"task_options.train_file/dev_file/test_file are read only with "
+                    f"task_options.corpus='files', got corpus={opts.corpus!r}"
+                )
+            if opts.corpus not in TAGGING_CORPORA:
+                raise ValueError(
+                    f"task_options.corpus must be one of {(*TAGGING_CORPORA, 'files')}, got "
+                    f"{opts.corpus!r}"
+                )
+            tagset = opts.tagset
+            if tagset == "auto":
+                tagset = "native" if opts.corpus == "conll2000" else "universal"
+            corpus = load_tagging(opts.corpus, tagset)
+            splits = {"train": list(corpus.train), "dev": list(corpus.dev),
+                      "test": list(corpus.test)}  # fmt: skip
+            tags = corpus.tags()
         if opts.max_train_sentences:
-            train = train[: opts.max_train_sentences]
-        self._splits = {"train": train, "dev": list(corpus.dev), "test": list(corpus.test)}
-        self._build_vocab([s for s, _ in train], opts.min_count)
+            splits["train"] = splits["train"][: opts.max_train_sentences]
+        self._splits = splits
+        self._build_vocab([s for s, _ in splits["train"]], opts.min_count)
         if not self.labels:
-            self.labels = corpus.tags()
+            self.labels = tags
 
     def batch_size_of(self, example) -> int:
         return len(example[0])
@@ -171,6 +240,22 @@ class PosTask(_TextTask):
             "tokens": float(total),
         }
 
+    def read_examples(self, path: str | Path) -> list:
+        """Tagged sentences of a CoNLL-U, ``word/TAG`` or ``word TAG`` columns file (see
+        :func:`~attnlab.data.readers.read_tagging_file`), checked against the model's tags.
+
+        Raises:
+            ValueError: not a tagging file; a tag the model does not know.
+        """
+        examples = read_tagging_file(path)
+        known = set(self.labels)
+        unknown = sorted({t for _, tags in examples for t in tags if t not in known})
+        if unknown:
+            raise ValueError(
+                f"{path}: tags {unknown[:10]} are not in the model's tag set {self.labels}"
+            )
+        return examples
+
     @torch.no_grad()
     def predict(self, model: nn.Module, sentences: Sequence[Sequence[str]]) -> list[dict]:
         """Tag whitespace-tokenised sentences: ``[{"tokens": [...], "tags": [...]}, ...]``."""
@@ -190,10 +275,17 @@ class SentenceOptions:
     Args:
         min_count: words seen fewer times in train become ``<unk>``.
         lowercase: lowercase words before lookup.
+        train_file: read the training sentences from this local ``label sentence`` file
+            instead of the task's corpus (labels index the corpus's classes).
+        dev_file: with ``train_file``: the dev sentences (none: no dev split).
+        test_file: with ``train_file``: the test sentences (none: no test split).
     """
 
     min_count: int = 1
     lowercase: bool = False
+    train_file: str = ""
+    dev_file: str = ""
+    test_file: str = ""
 
 
 class SentenceTask(_TextTask):
@@ -215,15 +307,48 @@ class SentenceTask(_TextTask):
         cfg.head.pooling = "attention"
         return cfg
 
-    def setup(self, cfg) -> None:
-        self.model_cfg = cfg.model
-        corpus = load_sentences(self.corpus)
-        self._splits = {"train": list(corpus.train), "dev": list(corpus.dev),
-                        "test": list(corpus.test)}  # fmt: skip
-        opts: SentenceOptions = cfg.task_options
-        self._build_vocab([s for s, _ in corpus.train], opts.min_count, opts.lowercase)
+    def setup(self, options: SentenceOptions) -> None:
+        opts = _options(SentenceOptions, options)
+        if opts.train_file:
+            labels = SENTENCE_LABELS[self.corpus]
+            splits = _read_files(opts.train_file, opts.dev_file, opts.test_file,
+                                 self._read_labelled(labels))  # fmt: skip
+        else:
+            if opts.dev_file or opts.test_file:
+                raise ValueError(
+                    "task_options.dev_file/test_file are read only with task_options.train_file"
+                )
+            corpus = load_sentences(self.corpus)
+            labels = corpus.labels
+            splits = {"train": list(corpus.train), "dev": list(corpus.dev),
+                      "test": list(corpus.test)}  # fmt: skip
+        self._splits = splits
+        self._build_vocab([s for s, _ in splits["train"]], opts.min_count, opts.lowercase)
         if not self.labels:
-            self.labels = list(corpus.labels)
+            self.labels = list(labels)
+
+    def _read_labelled(self, labels: Sequence[str]) -> Callable[[str | Path], list]:
+        def read(path: str | Path) -> list:
+            examples = read_classification_file(path)
+            bad = next((y for _, y in examples if y >= len(labels)), None)
+            if bad is not None:
+                raise ValueError(
+                    f"{path}: label {bad} is outside the {len(labels)} classes of "
+                    f"{self.name or self.corpus} ({', '.join(labels)})"
+                )
+            return examples
+
+        return read
+
+    def read_examples(self, path: str | Path) -> list:
+        """``(tokens, label)`` pairs of a ``label sentence`` file, labels checked against the
+        model's classes.
+
+        Raises:
+            ValueError: not a sentence-classification file (e.g. a tagging file); a label
+                outside the model's classes.
+        """
+        return self._read_labelled(self.labels)(path)
 
     def batch_size_of(self, example) -> int:
         return len(example[0])
@@ -257,22 +382,22 @@ class SentenceTask(_TextTask):
         return [{"tokens": list(s), "label": self.labels[int(i)]} for s, i in zip(sentences, ids)]
 
 
-@register_task("sst2")
 class SST2Task(SentenceTask):
     """SST-2 binary sentiment of movie-review sentences (Socher et al. 2013)."""
 
+    name = "sst2"
     corpus = "sst2"
 
 
-@register_task("sst5")
 class SST5Task(SentenceTask):
     """SST-5 five-way sentiment of movie-review sentences (Socher et al. 2013)."""
 
+    name = "sst5"
     corpus = "sst5"
 
 
-@register_task("trec")
 class TRECTask(SentenceTask):
     """TREC question classification, 6 coarse types (Li & Roth 2002)."""
 
+    name = "trec"
     corpus = "trec"

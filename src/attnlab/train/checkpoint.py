@@ -95,14 +95,14 @@ def load_for_inference(
     Args:
         path: a ``.pt`` file or a run directory (its ``best.pt``, else ``last.pt``).
         device: where to put the model.
-        setup: also call ``task.setup(cfg)`` (loads the data splits, keeping the checkpoint's
-            vocabularies); not needed to predict on new inputs.
+        setup: also call ``task.setup(cfg.task_options)`` (loads the data splits, keeping the
+            checkpoint's vocabularies); not needed to predict on new inputs.
 
     Returns:
         The task with its vocabularies restored, the model with the checkpoint's weights in
         eval mode, and the run's config.
     """
-    from attnlab.tasks.base import TASKS
+    from attnlab.tasks.registry import TASKS
 
     from .config import RunConfig
 
@@ -111,8 +111,8 @@ def load_for_inference(
     task = TASKS.get(cfg.task)()
     task.load_state_dict(ckpt["task"])
     if setup:
-        task.setup(cfg)
-    model = task.build_model(cfg)
+        task.setup(cfg.task_options)
+    model = task.build_model(cfg.model)
     model.load_state_dict(ckpt["model"])
     return task, model.to(device).eval(), cfg
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from attnlab.tasks.base import TASKS
+from attnlab.tasks.registry import TASKS
 
 from .atomic import atomic_write_text
 from .overrides import apply_overrides, from_dict, merge, parse_override, to_dict

@@ -35,7 +35,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from attnlab.tasks.base import TASKS, Task
+from attnlab.tasks import TASKS, Task
 
 from .batching import epoch_order, make_batches, rank_micro_batches
 from .checkpoint import BEST, LAST, load_checkpoint
@@ -94,11 +94,11 @@ class Trainer:
         seed_everything(tc.seed)  # same model init on every rank
         if ckpt is not None:
             task.load_state_dict(ckpt["task"])
-        task.setup(cfg)
+        task.setup(cfg.task_options)
         self.splits = task.splits()
         if not self.splits.get("train"):
             raise ValueError(f"task {task.name!r} has an empty train split")
-        self.model = task.build_model(cfg).to(self.device)
+        self.model = task.build_model(cfg.model).to(self.device)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         self.optimizer = build_optimizer(
             self.model, lr=tc.lr, weight_decay=tc.weight_decay, betas=tc.betas
