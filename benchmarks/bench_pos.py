@@ -6,8 +6,8 @@ Usage:
   python benchmarks/bench_pos.py full    --corpus brown --epochs 5 [--bf16]
 
 ``table``: every model under the same budget (train sentences, epochs, batch, lr): test
-accuracy and training tokens/s (window-FC k = 1, 3, 5; BiLSTM; CNN; self-attention with 1 / 4 /
-8 heads, without positions, additive scores, ReLU normalisation).
+accuracy and training tokens/s (FC over a context of k = 1, 3, 5; BiLSTM; CNN; self-attention
+with 1 / 4 / 8 heads, without positions, additive scores, ReLU normalisation).
 ``speed``: training steps of the self-attention tagger against the same model built from
 ``nn.TransformerEncoder`` (same width, depth, heads, feed-forward, pre-norm, sinusoidal
 positions, same inputs and head), alternating on the same batches in one process, fp32 and bf16.
@@ -62,18 +62,18 @@ BUDGET = [
     "--train.bf16=true",
 ]
 TABLE = {
-    "window-FC k=1": ["--model.encoder.kind=window", "--model.encoder.context=1"],
-    "window-FC k=3": ["--model.encoder.kind=window", "--model.encoder.context=3"],
-    "window-FC k=5": ["--model.encoder.kind=window", "--model.encoder.context=5"],
+    "FC k=1": ["--model.encoder.kind=fc", "--model.encoder.context=1"],
+    "FC k=3": ["--model.encoder.kind=fc", "--model.encoder.context=3"],
+    "FC k=5": ["--model.encoder.kind=fc", "--model.encoder.context=5"],
     "BiLSTM": ["--model.encoder.kind=rnn"],
     "CNN": ["--model.encoder.kind=cnn"],
     "self-attention, 4 heads": [],
     "self-attention, 1 head": ["--model.encoder.heads=1"],
     "self-attention, 8 heads": ["--model.encoder.heads=8"],
     "self-attention, no positions": ["--model.encoder.positional=none"],
-    "self-attention, dot (unscaled)": ["--model.encoder.score=dot"],
-    "self-attention, additive": ["--model.encoder.score=additive"],
-    "self-attention, relu": ["--model.encoder.normalize=relu"],
+    "self-attention, dot (unscaled)": ["--model.encoder.attention.score=dot"],
+    "self-attention, additive": ["--model.encoder.attention.score=additive"],
+    "self-attention, relu": ["--model.encoder.attention.normalize=relu"],
     "self-attention, fp32 (no autocast)": ["--train.bf16=false"],
 }
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnlab.attention_config import AttentionConfig
 from attnlab.models import (
     ENCODERS,
+    FCEncoder,
     RNNEncoder,
     TransformerSequenceEncoder,
-    WindowEncoder,
     valid_positions,
 )
 
@@ -22,7 +23,7 @@ LENGTHS = torch.tensor([9, 5, 0])  # full, padded, empty
 #: small settings per registered encoder (defaults elsewhere)
 SMALL = {
     "transformer": dict(depth=2, heads=2, ff_hidden=32, positional="relative"),
-    "window": dict(context=3, hidden=12, depth=2),
+    "fc": dict(context=3, hidden=12, depth=2),
     "cnn": dict(channels=12, depth=2, kernel=3),
     "rnn": dict(hidden=6, depth=2, cell="lstm", bidirectional=True),
 }
@@ -94,8 +95,8 @@ def changed_positions(enc, t: int, n: int = 12) -> list[int]:
     return [i for i in range(n) if diff[i] > 1e-4]
 
 
-def test_window_k1_is_position_wise():
-    enc = make("window", context=1).eval()
+def test_fc_k1_is_position_wise():
+    enc = make("fc", context=1).eval()
     assert changed_positions(enc, 5) == [5]
     x = inputs()
     per_vector = torch.cat(
@@ -106,15 +107,15 @@ def test_window_k1_is_position_wise():
 
 
 @pytest.mark.parametrize("k", [3, 5])
-def test_window_sees_exactly_its_window(k):
-    enc = make("window", context=k).eval()
+def test_fc_sees_exactly_its_context(k):
+    enc = make("fc", context=k).eval()
     r = k // 2
     assert changed_positions(enc, 5) == list(range(5 - r, 5 + r + 1))
     assert changed_positions(enc, 0) == list(range(0, r + 1))  # zero padding at the edge
 
 
-def test_window_first_layer_is_a_convolution():
-    enc = make("window", context=3, depth=1).eval()
+def test_fc_first_layer_is_a_convolution():
+    enc = make("fc", context=3, depth=1).eval()
     x = inputs()
     lengths = torch.full((B,), N)
     lin = enc.mlp[0]  # (f, k*d), columns ordered [x_{t-1}; x_t; x_{t+1}]
@@ -160,22 +161,50 @@ def test_transformer_weights_and_padding_with_each_positional(positional):
 
 
 def test_transformer_forwards_attention_options():
-    enc = make("transformer", attention=dict(score="dot", normalize="sigmoid", backend="reference"))
+    settings = AttentionConfig(score="dot", normalize="sigmoid", backend="reference")
+    enc = make("transformer", attention=settings)
     attn = enc.encoder.blocks[0].self_attn
     assert attn.score.name == "dot" and attn.normalize.name == "sigmoid"
     assert attn.backend == "reference"
 
 
+def test_a_dict_of_attention_options_still_works_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="AttentionConfig"):
+        enc = make("transformer", attention=dict(score="dot", backend="reference", dropout=0.25))
+    attn = enc.encoder.blocks[1].self_attn
+    assert (attn.score.name, attn.backend, attn.dropout) == ("dot", "reference", 0.25)
+
+
+def test_attention_dropout_defaults_to_dropout_and_can_differ():
+    enc = make("transformer", dropout=0.2)
+    assert enc.encoder.blocks[0].self_attn.dropout == 0.2
+    enc = make("transformer", dropout=0.2, attention_dropout=0.0)
+    assert enc.encoder.blocks[0].self_attn.dropout == 0.0
+    assert enc.encoder.blocks[0].ff.drop.p == 0.2
+
+
+def test_window_encoder_is_a_deprecated_name_of_fc_encoder():
+    import attnlab.models as models
+    import attnlab.models.baselines as baselines
+
+    with pytest.warns(DeprecationWarning, match="FCEncoder"):
+        assert models.WindowEncoder is FCEncoder
+    with pytest.warns(DeprecationWarning, match="FCEncoder"):
+        assert baselines.WindowEncoder is FCEncoder
+
+
 def test_impossible_combinations_fail_at_construction():
     with pytest.raises(ValueError, match="odd"):
-        WindowEncoder(D, context=2)
+        FCEncoder(D, context=2)
     with pytest.raises(ValueError, match="odd"):
         make("cnn", kernel=4)
     with pytest.raises(ValueError, match="cell"):
         RNNEncoder(D, cell="elman")
     with pytest.raises(ValueError, match="kernel"):
-        TransformerSequenceEncoder(D, positional="relative", attention=dict(kernel="linear"))
+        TransformerSequenceEncoder(
+            D, positional="relative", attention=AttentionConfig(kernel="linear")
+        )
     with pytest.raises(ValueError, match="positional"):
         TransformerSequenceEncoder(D, positional="nope")
     with pytest.raises(ValueError, match="lengths"):
-        make("window")(inputs(), torch.ones(B))
+        make("fc")(inputs(), torch.ones(B))

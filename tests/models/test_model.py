@@ -7,10 +7,13 @@ import json
 import pytest
 import torch
 
+from attnlab.attention_config import AttentionConfig
 from attnlab.models import (
     ENCODERS,
     CharVocabulary,
+    CNNEncoderConfig,
     EncoderConfig,
+    FCEncoderConfig,
     HeadConfig,
     HeadOutput,
     InputConfig,
@@ -19,6 +22,7 @@ from attnlab.models import (
     Seq2SeqHead,
     SequenceModel,
     TokenHead,
+    TransformerEncoderConfig,
     Vocabulary,
     build_model,
     encode_batch,
@@ -35,10 +39,16 @@ def data():
     return vocab, chars, batch
 
 
+#: small settings of the encoder kinds that have them
+SMALL = {"transformer": dict(heads=2, ff_hidden=32)}
+
+
 def small(kind: str, **encoder) -> ModelConfig:
     return ModelConfig(
         input=InputConfig(dim=16, char_dim=8, shape_dim=4),
-        encoder=EncoderConfig(kind=kind, depth=1, heads=2, ff_hidden=32, **encoder),
+        encoder=EncoderConfig.from_dict(
+            {"kind": kind, "depth": 1, **SMALL.get(kind, {}), **encoder}
+        ),
         head=HeadConfig(pooling="attention"),
     )
 
@@ -96,7 +106,7 @@ def test_need_weights_returns_encoder_and_pooling_attention(data):
 
 def test_one_hot_input_is_projected_to_the_encoder_width(data):
     vocab, _, batch = data
-    cfg = ModelConfig(input=InputConfig(kind="onehot", dim=0), encoder=EncoderConfig(kind="window"))
+    cfg = ModelConfig(input=InputConfig(kind="onehot", dim=0), encoder=FCEncoderConfig())
     model = build_model(cfg, vocab_size=len(vocab), num_labels=L).eval()
     assert model.inputs.out_dim == len(vocab)
     assert isinstance(model.in_proj, torch.nn.Linear) and model.encoder.dim == 128
@@ -122,8 +132,17 @@ def test_default_config_builds_a_transformer_tagger(data):
     assert model(batch).shape == (*batch["tokens"].shape, L)
 
 
-def test_config_round_trips_through_json():
-    cfg = ModelConfig(encoder=EncoderConfig(kind="cnn", kernel_options={"a": 1}))
+@pytest.mark.parametrize(
+    "encoder",
+    [
+        CNNEncoderConfig(hidden=12, residual=False),
+        TransformerEncoderConfig(
+            window=2, attention=AttentionConfig(kernel="performer", kernel_options={"a": 1})
+        ),
+    ],
+)
+def test_config_round_trips_through_json(encoder):
+    cfg = ModelConfig(encoder=encoder)
     again = ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
     with pytest.raises(ValueError, match="layers"):

@@ -233,3 +233,204 @@ def test_save_config_writes_resolved_json(tmp_path):
 def test_train_config_defaults_are_valid():
     TrainConfig()
     assert to_dict(TrainConfig())["betas"] == [0.9, 0.999]
+
+
+# ---- encoder kinds: one dataclass per kind, chosen by --model.encoder.kind ----------------------
+
+#: the ``model`` section of a config.json written before the encoder kinds had their own
+#: dataclasses (a pos run of the window-FC baseline, k = 1): every kind's fields, flat
+OLD_MODEL_SECTION = {
+    "input": {"kind": "embedding", "dim": 128, "char_features": True, "char_dim": 32,
+              "char_channels": None, "char_kernel": 3, "shape_dim": 0, "word_dropout": 0.05,
+              "dropout": 0.1},
+    "encoder": {"kind": "window", "depth": 2, "dropout": 0.1, "heads": 4, "ff_hidden": 256,
+                "norm_first": True, "positional": "rotary", "max_len": None,
+                "local_window": None, "score": "scaled_dot", "normalize": "softmax",
+                "backend": "auto", "kernel": None, "kernel_options": {}, "hidden": None,
+                "context": 1, "conv_kernel": 3, "residual": True, "cell": "lstm",
+                "bidirectional": True},
+    "head": {"pooling": "mean", "dropout": 0.1},
+}  # fmt: skip
+
+
+def test_encoder_kind_switches_the_dataclass_whatever_the_order():
+    from attnlab.models import CNNEncoderConfig
+
+    base = RunConfig.for_task("pos")
+    for overrides in (
+        ["--model.encoder.kind=cnn", "--model.encoder.hidden=12", "--model.encoder.depth=3"],
+        ["--model.encoder.hidden=12", "--model.encoder.depth=3", "--model.encoder.kind=cnn"],
+    ):
+        enc = apply_overrides(base, overrides).model.encoder
+        assert enc == CNNEncoderConfig(depth=3, hidden=12)
+    # fields the kinds share keep their value (sentence tasks preset dropout 0.2)
+    enc = apply_overrides(RunConfig.for_task("sst2"), ["--model.encoder.kind=rnn"]).model.encoder
+    assert (enc.kind, enc.dropout) == ("rnn", 0.2)
+
+
+def test_a_setting_of_another_kind_is_an_error_naming_the_kind():
+    base = RunConfig.for_task("pos")
+    with pytest.raises(ValueError, match="kind 'cnn'") as err:
+        apply_overrides(base, ["--model.encoder.kind=cnn", "--model.encoder.heads=8"])
+    message = str(err.value)
+    assert "model.encoder.heads" in message
+    assert "'heads' is a setting of kind 'transformer'" in message
+    assert all(f in message for f in ("depth", "dropout", "hidden", "conv_kernel", "residual"))
+    with pytest.raises(ValueError, match="valid choices: transformer, fc, cnn, rnn"):
+        apply_overrides(base, ["--model.encoder.kind=lstm"])
+    with pytest.raises(ValueError, match="kind 'rnn'.*cell"):
+        load_config_file_from({"task": "pos", "model": {"encoder": {"kind": "rnn", "heads": 2}}})
+
+
+def load_config_file_from(data):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.json"
+        path.write_text(json.dumps(data))
+        return load_config_file(path)
+
+
+def test_attention_settings_are_one_section_set_in_any_order():
+    base = RunConfig.for_task("pos")
+    a = apply_overrides(
+        base,
+        ["--model.encoder.attention.kernel_options.features=8",
+         "--model.encoder.attention.kernel=performer"],
+    )  # fmt: skip
+    b = apply_overrides(
+        base,
+        ['--model.encoder.attention.kernel_options={"features": 8}',
+         "--model.encoder.attention.kernel=performer"],
+    )  # fmt: skip
+    assert a == b
+    assert a.model.encoder.attention.kernel_options == {"features": 8}
+    with pytest.raises(ValueError, match="need attention.kernel"):
+        apply_overrides(base, ["--model.encoder.attention.kernel_options.features=8"])
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_old_cli_spellings_still_work():
+    base = RunConfig.for_task("pos")
+    new = apply_overrides(
+        base,
+        ["--model.encoder.attention.kernel=performer", "--model.encoder.window=3",
+         "--model.encoder.attention.kernel_options.features=8",
+         "--model.encoder.attention.score=dot"],
+    )  # fmt: skip
+    old = apply_overrides(
+        base,
+        ["--model.encoder.kernel=performer", "--model.encoder.local_window=3",
+         "--model.encoder.kernel_options.features=8", "--model.encoder.score=dot"],
+    )  # fmt: skip
+    assert old == new
+    fc = apply_overrides(base, ["--model.encoder.kind=fc", "--model.encoder.context=1"])
+    with pytest.warns(DeprecationWarning, match="'window' is deprecated; use 'fc'"):
+        window = apply_overrides(base, ["--model.encoder.kind=window", "--model.encoder.context=1"])
+    assert window == fc and window.model.encoder.kind == "fc"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["--model.encoder.kind=fc", "--model.encoder.context=5"],
+        ["--model.encoder.kind=cnn", "--model.encoder.residual=false"],
+        ["--model.encoder.kind=rnn", "--model.encoder.cell=gru"],
+        ["--model.encoder.attention.kernel=performer", "--model.encoder.window=2",
+         "--model.encoder.attention.kernel_options.features=16"],
+    ],
+)  # fmt: skip
+def test_every_encoder_kind_round_trips_through_config_json(tmp_path, overrides):
+    from attnlab.models import ModelConfig
+
+    cfg = apply_overrides(RunConfig.for_task("pos", out_dir=str(tmp_path)), overrides)
+    data = json.loads(save_config(cfg).read_text())
+    assert RunConfig.from_dict(data) == cfg
+    assert ModelConfig.from_dict(data["model"]) == cfg.model  # the models' own reader agrees
+
+
+def test_an_old_config_json_loads_migrated():
+    from attnlab.models import FCEncoderConfig, ModelConfig, TransformerEncoderConfig
+
+    old = {"task": "pos", "out_dir": "runs/pos", "model": OLD_MODEL_SECTION}
+    with pytest.warns(DeprecationWarning, match="'window' is deprecated"):
+        cfg = RunConfig.from_dict(old)
+    assert cfg.model.encoder == FCEncoderConfig(context=1)
+    with pytest.warns(DeprecationWarning):
+        assert ModelConfig.from_dict(OLD_MODEL_SECTION).encoder == FCEncoderConfig(context=1)
+    encoder = {**OLD_MODEL_SECTION["encoder"], "kind": "transformer", "kernel": "performer",
+               "kernel_options": {"features": 16}, "local_window": 4, "heads": 2}  # fmt: skip
+    with pytest.warns(DeprecationWarning, match="kernel is now attention.kernel"):
+        cfg = RunConfig.from_dict({**old, "model": {**OLD_MODEL_SECTION, "encoder": encoder}})
+    enc = cfg.model.encoder
+    assert isinstance(enc, TransformerEncoderConfig)
+    assert (enc.heads, enc.window, enc.attention.kernel) == (2, 4, "performer")
+    assert enc.attention.kernel_options == {"features": 16}
+
+
+def test_conflicting_overrides_are_refused():
+    with pytest.raises(ValueError, match="cannot also be a group"):
+        apply_overrides(Top(), ["--extra.k=1", "--extra.k.sub=2"])
+    cfg = apply_overrides(Top(), ["--model.dim=3", "--model.dim=4"])
+    assert cfg.model.dim == 4  # the last value of a name wins
+
+
+# ---- train TASK --help ------------------------------------------------------------------------
+
+
+def leaf_options(obj, where=""):
+    """Every dotted option name of a resolved config (dataclass fields, recursively)."""
+    import dataclasses
+
+    for f in dataclasses.fields(obj):
+        value, path = getattr(obj, f.name), f"{where}.{f.name}" if where else f.name
+        if dataclasses.is_dataclass(value):
+            yield from leaf_options(value, path)
+        else:
+            yield path
+
+
+@pytest.mark.parametrize("task", ["pos", "sst2"])
+def test_describe_options_lists_every_option_with_type_default_and_description(task):
+    from attnlab.train.overrides import describe_options
+
+    cfg = RunConfig.for_task(task)
+    text = describe_options(cfg)
+    lines = text.splitlines()
+    for name in leaf_options(cfg):
+        [i] = [i for i, line in enumerate(lines) if line.split()[:1] == [f"--{name}"]]
+        assert "(default: " in lines[i], name
+        assert lines[i + 1].startswith("      ") and lines[i + 1].strip(), f"{name}: no description"
+    assert "--train.lr float  (default: 0.001)" in text
+    assert "--model.encoder.kind transformer | fc | cnn | rnn  (default: transformer)" in text
+    assert "--train.schedule cosine | linear | constant" in text
+
+
+def test_describe_options_follows_the_chosen_kind():
+    from attnlab.train.overrides import describe_options
+
+    cfg = apply_overrides(RunConfig.for_task("pos"), ["--model.encoder.kind=rnn"])
+    text = describe_options(cfg)
+    assert "--model.encoder.cell lstm | gru  (default: lstm)" in text
+    assert "--model.encoder.heads" not in text and "model.encoder [kind 'rnn']" in text
+    toy = describe_options(RunConfig.for_task("toy"))  # undocumented dataclasses still list
+    assert "--model.encoder.hidden int  (default: 32)" in toy
+
+
+def test_cli_train_task_help_lists_the_options(capsys):
+    from attnlab.cli import main
+
+    assert main(["train", "pos", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: attnlab train" in out and "--train.lr float  (default: 0.001)" in out
+    assert "peak learning rate of AdamW." in out
+    # the options given are applied first: here the kind (also by its old shorthand)
+    assert (
+        main(["train", "pos", "--attention.kernel=performer", "--model.encoder.kind=rnn", "-h"])
+        != 0
+    )
+    assert "kind 'rnn'" in capsys.readouterr().err
+    assert main(["train", "pos", "--model.encoder.kind=rnn", "-h"]) == 0
+    assert "--model.encoder.cell lstm | gru" in capsys.readouterr().out

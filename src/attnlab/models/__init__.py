@@ -18,14 +18,21 @@ Quick start::
     out = model(batch, need_weights=True)  # ModelOutput(logits, weights, head_weights)
 """
 
-from .baselines import CNNEncoder, RNNEncoder, WindowEncoder
+import warnings as _warnings
+from typing import Any as _Any
+
+from .baselines import CNNEncoder, FCEncoder, RNNEncoder
 from .batch import WORD_SHAPES, encode_batch, word_shape
 from .chars import CharCNN
 from .config import (
+    CNNEncoderConfig,
     EncoderConfig,
+    FCEncoderConfig,
     HeadConfig,
     InputConfig,
     ModelConfig,
+    RNNEncoderConfig,
+    TransformerEncoderConfig,
     build_encoder,
     build_inputs,
     build_model,
@@ -54,11 +61,14 @@ __all__ = [
     "UNK_ID",
     "AttentionPool",
     "CNNEncoder",
+    "CNNEncoderConfig",
     "CharCNN",
     "CharVocabulary",
     "EmbeddingInput",
     "EncodedSequence",
     "EncoderConfig",
+    "FCEncoder",
+    "FCEncoderConfig",
     "FirstPool",
     "HeadConfig",
     "HeadOutput",
@@ -70,14 +80,15 @@ __all__ = [
     "OneHotInput",
     "Pooled",
     "RNNEncoder",
+    "RNNEncoderConfig",
     "Seq2SeqHead",
     "SequenceEncoder",
     "SequenceHead",
     "SequenceModel",
     "TokenHead",
+    "TransformerEncoderConfig",
     "TransformerSequenceEncoder",
     "Vocabulary",
-    "WindowEncoder",
     "build_encoder",
     "build_inputs",
     "build_model",
@@ -86,3 +97,15 @@ __all__ = [
     "word_dropout",
     "word_shape",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    # FCEncoder's old name; "window" now means local attention's radius only.
+    if name == "WindowEncoder":
+        _warnings.warn(
+            "WindowEncoder is deprecated; use FCEncoder (encoder kind 'fc')",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FCEncoder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,20 +1,25 @@
-r"""The lecture's baselines before self-attention: a window MLP, a CNN and an RNN.
+r"""The lecture's baselines before self-attention: a fully connected network over a fixed
+context, a CNN and an RNN.
 
 Each implements the :class:`~attnlab.models.encoders.SequenceEncoder` interface and is
 registered in :data:`~attnlab.models.encoders.ENCODERS`, so it is a drop-in replacement for the
 Transformer in any task.
 
-* ``"window"``: a fully connected network sees a fixed window of ``k`` vectors around each
+* ``"fc"``: a fully connected network sees a fixed context of ``k`` vectors around each
   position (``k = 1``: each vector on its own). It cannot tell "I *saw* a saw" from "I saw a
-  *saw*" with ``k = 1``, and a wider ``k`` only buys a fixed, local context.
+  *saw*" with ``k = 1``, and a wider ``k`` only buys a fixed, local context. (Its old name,
+  ``"window"`` / ``WindowEncoder``, clashed with local attention's window and is deprecated.)
 * ``"cnn"``: stacked convolutions; the receptive field grows by ``kernel - 1`` per layer.
 * ``"rnn"``: an LSTM / GRU, left-to-right (and right-to-left), context of any length but
   sequential.
 
-Legend: ``b`` batch, ``n`` positions, ``k`` window size, ``d`` input width, ``f`` hidden width.
+Legend: ``b`` batch, ``n`` positions, ``k`` context size, ``d`` input width, ``f`` hidden width.
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -22,7 +27,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .encoders import ENCODERS, SequenceEncoder, valid_positions
 
-__all__ = ["WindowEncoder", "CNNEncoder", "RNNEncoder"]
+__all__ = ["FCEncoder", "CNNEncoder", "RNNEncoder"]
 
 
 def _check_dropout(dropout: float) -> None:
@@ -30,20 +35,20 @@ def _check_dropout(dropout: float) -> None:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
 
 
-@ENCODERS.register("window")
-class WindowEncoder(SequenceEncoder):
-    r"""A fully connected network over a window of ``k`` vectors around each position.
+@ENCODERS.register("fc")
+class FCEncoder(SequenceEncoder):
+    r"""A fully connected network over a context of ``k`` vectors around each position.
 
     .. math::
         h_t = \mathrm{MLP}\big([x_{t-r}; \dots; x_t; \dots; x_{t+r}]\big), \qquad r = (k-1)/2,
 
     with :math:`x_s = 0` outside ``0 <= s < length``. The first layer is a convolution of width
-    ``k`` (a linear map of the concatenated window), computed here by unfolding the windows;
+    ``k`` (a linear map of the concatenated context), computed here by unfolding the contexts;
     the further ``depth - 1`` layers act on each position alone.
 
     Args:
         dim: input width ``d``.
-        context: window size ``k`` (odd); 1 = each vector on its own.
+        context: context size ``k`` (odd, centred); 1 = each vector on its own.
         hidden: hidden and output width (default ``dim``).
         depth: number of hidden layers (>= 1).
         dropout: dropout after each hidden layer during training.
@@ -64,7 +69,7 @@ class WindowEncoder(SequenceEncoder):
     ) -> None:
         super().__init__()
         if not isinstance(context, int) or context < 1 or context % 2 == 0:
-            raise ValueError(f"context must be an odd int >= 1 (centred windows), got {context!r}")
+            raise ValueError(f"context must be an odd int >= 1 (centred contexts), got {context!r}")
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         _check_dropout(dropout)
@@ -82,9 +87,9 @@ class WindowEncoder(SequenceEncoder):
         r = self.context // 2
         # x is zero at padded positions already; pad r zeros at both ends of the sequence axis.
         padded = F.pad(x, (0, 0, r, r))  # (b, n + 2r, d)
-        windows = padded.unfold(1, self.context, 1)  # (b, n, d, k): window t = x[t-r .. t+r]
-        windows = windows.transpose(2, 3).reshape(b, n, self.context * d)  # (b, n, k*d)
-        return self.mlp(windows), None  # (b, n, f)
+        contexts = padded.unfold(1, self.context, 1)  # (b, n, d, k): context t = x[t-r .. t+r]
+        contexts = contexts.transpose(2, 3).reshape(b, n, self.context * d)  # (b, n, k*d)
+        return self.mlp(contexts), None  # (b, n, f)
 
     def extra_repr(self) -> str:
         return f"context={self.context}"
@@ -216,3 +221,15 @@ class RNNEncoder(SequenceEncoder):
 
     def extra_repr(self) -> str:
         return f"cell={self.cell}"
+
+
+def __getattr__(name: str) -> Any:
+    # ``WindowEncoder`` was FCEncoder's name; "window" is local attention's radius.
+    if name == "WindowEncoder":
+        warnings.warn(
+            "WindowEncoder is deprecated; use FCEncoder (encoder kind 'fc')",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FCEncoder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,129 @@
+"""Model configuration: one encoder dataclass per kind, their builders, the deprecated paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnlab.attention_config import AttentionConfig
+from attnlab.models import (
+    ENCODERS,
+    CNNEncoder,
+    CNNEncoderConfig,
+    EncoderConfig,
+    FCEncoder,
+    FCEncoderConfig,
+    RNNEncoder,
+    RNNEncoderConfig,
+    TransformerEncoderConfig,
+    TransformerSequenceEncoder,
+    build_encoder,
+)
+from attnlab.models.encoders import SequenceEncoder
+
+BUILT = {
+    "transformer": (TransformerEncoderConfig, TransformerSequenceEncoder),
+    "fc": (FCEncoderConfig, FCEncoder),
+    "cnn": (CNNEncoderConfig, CNNEncoder),
+    "rnn": (RNNEncoderConfig, RNNEncoder),
+}
+
+
+def test_every_registered_encoder_has_a_config_kind():
+    assert list(EncoderConfig.kinds()) == ["transformer", "fc", "cnn", "rnn"]
+    assert set(ENCODERS) == set(BUILT)
+
+
+@pytest.mark.parametrize("kind", list(BUILT))
+def test_each_kind_builds_its_encoder(kind):
+    config_cls, encoder_cls = BUILT[kind]
+    cfg = config_cls(depth=1)
+    assert cfg.kind == kind and EncoderConfig.kinds()[kind] is config_cls
+    enc = build_encoder(cfg, dim=16)
+    assert type(enc) is encoder_cls and enc.dim == 16
+
+
+def test_the_settings_reach_the_encoder():
+    enc = build_encoder(
+        TransformerEncoderConfig(
+            heads=2, window=3, attention=AttentionConfig(score="dot", backend="reference")
+        ),
+        dim=16,
+    )
+    attn = enc.encoder.blocks[0].self_attn
+    assert (enc.window, attn.heads, attn.score.name, attn.backend) == (3, 2, "dot", "reference")
+    assert build_encoder(FCEncoderConfig(context=5), dim=8).context == 5
+    assert build_encoder(RNNEncoderConfig(cell="gru"), dim=8).cell == "gru"
+    assert build_encoder(CNNEncoderConfig(hidden=12), dim=8).out_dim == 12
+
+
+def test_switch_kind_keeps_the_shared_fields():
+    cfg = TransformerEncoderConfig(depth=3, dropout=0.3, heads=8)
+    assert cfg.switch_kind("cnn") == CNNEncoderConfig(depth=3, dropout=0.3)
+    assert cfg.switch_kind("transformer") == cfg and cfg.switch_kind("transformer") is not cfg
+    assert FCEncoderConfig(hidden=7).switch_kind("rnn").hidden == 7
+    with pytest.raises(ValueError, match="valid choices: transformer, fc, cnn, rnn"):
+        cfg.switch_kind("lstm")
+
+
+def test_a_config_is_only_its_own_kind():
+    with pytest.raises(ValueError, match="use RNNEncoderConfig"):
+        CNNEncoderConfig(kind="rnn")
+    with pytest.raises(TypeError, match="heads"):
+        CNNEncoderConfig(heads=8)  # no silently ignored settings
+    with pytest.warns(DeprecationWarning, match="'window' is deprecated"):
+        assert FCEncoderConfig(kind="window").kind == "fc"
+
+
+def test_the_flat_encoder_config_of_old_still_builds_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="build RNNEncoderConfig"):
+        assert EncoderConfig(kind="rnn", depth=1) == RNNEncoderConfig(depth=1)
+    with pytest.warns(DeprecationWarning, match="build TransformerEncoderConfig"):
+        assert EncoderConfig() == TransformerEncoderConfig()
+    with pytest.warns(DeprecationWarning):
+        old = EncoderConfig(kind="transformer", kernel="performer", local_window=2, score="dot")
+    assert old == TransformerEncoderConfig(
+        window=2, attention=AttentionConfig(score="dot", kernel="performer")
+    )
+    with pytest.warns(DeprecationWarning):
+        assert EncoderConfig(kind="window", context=5) == FCEncoderConfig(context=5)
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(
+            ValueError, match=r"kind 'cnn' \(CNNEncoderConfig\): unknown fields \['heads'\]"
+        ),
+    ):
+        EncoderConfig(kind="cnn", heads=8)
+
+
+def test_from_dict_names_the_kind_and_its_fields():
+    assert EncoderConfig.from_dict({"kind": "cnn", "conv_kernel": 5}) == CNNEncoderConfig(
+        conv_kernel=5
+    )
+    cfg = EncoderConfig.from_dict({"attention": {"kernel": "linear"}})
+    assert cfg == TransformerEncoderConfig(attention=AttentionConfig(kernel="linear"))
+    with pytest.raises(ValueError, match="valid: kind, depth, dropout, context, hidden"):
+        EncoderConfig.from_dict({"kind": "fc", "window": 3})
+    with pytest.raises(ValueError, match="unknown encoder kind 'nope'"):
+        EncoderConfig.from_dict({"kind": "nope"})
+
+
+class _Identity(SequenceEncoder):
+    def __init__(self, dim: int, *, depth: int = 1, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dim = self.out_dim = dim
+        self.depth = depth
+
+    def encode(self, x, lengths, *, need_weights):
+        return x, None
+
+
+def test_a_registered_encoder_without_a_config_uses_the_base_config():
+    ENCODERS.register("test-identity", _Identity)
+    try:
+        cfg = EncoderConfig(kind="test-identity", depth=4)  # no warning: nothing newer to use
+        assert type(cfg) is EncoderConfig and "test-identity" in EncoderConfig.kinds()
+        enc = build_encoder(cfg, dim=6)
+        assert isinstance(enc, _Identity) and enc.depth == 4
+        assert TransformerEncoderConfig(depth=4).switch_kind("test-identity") == cfg
+    finally:
+        ENCODERS._items.pop("test-identity")
