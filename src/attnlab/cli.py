@@ -47,7 +47,53 @@ def _tasks(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, rest: list[str]) -> int:
     from .commands import train_command
 
-    return train_command(args.task, rest, config=args.config, resume=args.resume)
+    if args.help or args.task is None:
+        return _train_help(args, rest)
+    from .train import TrainingInterrupted
+
+    overwrite = ["--train.overwrite=true"] if args.overwrite else []
+    try:
+        return train_command(args.task, [*rest, *overwrite], config=args.config, resume=args.resume)
+    except TrainingInterrupted as err:  # last.pt was saved: say how to continue
+        return _interrupted(err, args, rest)
+    except KeyboardInterrupt:  # before training started: nothing to save
+        print("attnlab train: interrupted before training started", file=sys.stderr)
+        return 130
+
+
+def _interrupted(err: Exception, args: argparse.Namespace, rest: list[str]) -> int:
+    """Print what a signal stopped and the exact command that resumes it (rank 0 only)."""
+    import os
+
+    from .commands import normalize_overrides
+    from .train.errors import INTERRUPTED_EXIT_CODE
+    from .train.interrupt import resume_command
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        config = ["--config", args.config] if args.config else []
+        words = ["train", args.task, *config, *normalize_overrides(rest)]
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        print(f"attnlab train: {err}", file=sys.stderr)
+        print(f"resume with: {resume_command(words, world_size=world)}", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE
+
+
+def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
+    """``attnlab train TASK --help``: every option of TASK, from its config dataclasses."""
+    from .commands import normalize_overrides
+    from .train import resolve_config
+    from .train.overrides import describe_options
+
+    print(args.train_parser.format_help())
+    if args.task is None:
+        print("Name a task to list its options: attnlab train TASK --help (see attnlab tasks)")
+        return 0 if args.help else 2
+    overrides = normalize_overrides(rest)
+    cfg = resolve_config(task=args.task, config_file=args.config, overrides=overrides)
+    print(f"Options of `attnlab train {cfg.task}`, set as --NAME=VALUE (defaults: the task's, "
+          "after --config and the options given):\n")  # fmt: skip
+    print(describe_options(cfg), end="")
+    return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -91,11 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("tasks", help="list the tasks").set_defaults(func=_tasks)
 
-    t = sub.add_parser("train", help="train a model: attnlab train TASK [--a.b=value ...]")
-    t.add_argument("task")
+    t = sub.add_parser(
+        "train", help="train a model: attnlab train TASK [--a.b=value ...]", add_help=False
+    )
+    t.add_argument("task", nargs="?", help="the task to train (attnlab tasks lists them)")
+    t.add_argument("-h", "--help", action="store_true", help="list every option of TASK")
     t.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
     t.add_argument("--resume", action="store_true", help="continue the run in --out_dir")
-    t.set_defaults(func=_train, takes_rest=True)
+    t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
+    t.set_defaults(func=_train, takes_rest=True, train_parser=t)
 
     e = sub.add_parser("eval", help="evaluate a checkpoint on its test set or on a file")
     e.add_argument("checkpoint")
