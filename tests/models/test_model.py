@@ -137,7 +137,7 @@ def test_default_config_builds_a_transformer_tagger(data):
     [
         CNNEncoderConfig(hidden=12, residual=False),
         TransformerEncoderConfig(
-            window=2, attention=AttentionConfig(kernel="performer", kernel_options={"a": 1})
+            window=2, attention=AttentionConfig(kernel="performer", kernel_options={"features": 16})
         ),
     ],
 )

@@ -7,9 +7,8 @@ Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions,
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -22,8 +21,9 @@ from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
 from .feedforward import FeedForward
+from .options import attention_settings, ff_kwargs
 
-__all__ = ["TransformerBlock", "BlockOutput", "BlockCache", "attention_settings"]
+__all__ = ["TransformerBlock", "BlockOutput", "BlockCache"]
 
 
 class BlockOutput(NamedTuple):
@@ -147,7 +147,7 @@ class TransformerBlock(nn.Module):
                 dim, heads, context_dim=context_dim, **_own_copy(options)
             )
             self.cross_norm = norm_layer(dim)
-        self.ff = ff_layer(dim, **_ff_kwargs(ff_layer, ff_hidden, dropout))
+        self.ff = ff_layer(dim, **ff_kwargs(ff_layer, ff_hidden, dropout))
         self.ff_norm = norm_layer(dim)
         self.drop = nn.Dropout(dropout)  # on each residual branch
 
@@ -305,87 +305,6 @@ class TransformerBlock(nn.Module):
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}, causal={self.causal}"
-
-
-_ATTENTION_FIELDS = tuple(f.name for f in fields(AttentionConfig))
-
-
-def attention_settings(
-    attention: AttentionConfig | Mapping[str, Any] | None,
-    attention_dropout: float | None,
-    *,
-    stacklevel: int = 3,
-) -> tuple[AttentionConfig, float | None]:
-    """``(AttentionConfig, attention dropout)`` from a constructor's ``attention`` argument.
-
-    ``attention`` was once a ``dict`` of :class:`MultiHeadAttention` keyword arguments; such a
-    dict still works, with a ``DeprecationWarning``: ``score``, ``normalize``, ``backend``,
-    ``kernel`` and ``kernel_options`` become the config's fields, ``dropout`` the attention
-    dropout, and any other key a kernel option.
-
-    Args:
-        attention: the settings, a legacy dict, or None (``AttentionConfig()``).
-        attention_dropout: the constructor's own ``attention_dropout`` argument.
-        stacklevel: where the deprecation warning points (the caller's caller by default).
-
-    Raises:
-        ValueError: a dict holds ``context_dim`` (a block argument), both the dict and the
-            argument set the dropout, or a key is neither a setting nor a kernel option.
-    """
-    if attention is None:
-        return AttentionConfig(), attention_dropout
-    if isinstance(attention, AttentionConfig):
-        return attention, attention_dropout
-    if not isinstance(attention, Mapping):
-        raise TypeError(
-            f"attention: expected an AttentionConfig (or None), got {type(attention).__name__}"
-        )
-    warnings.warn(
-        "attention={...} (a dict) is deprecated; pass attention=AttentionConfig(...) and "
-        "attention_dropout=... instead",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-    options = dict(attention)
-    if "context_dim" in options:
-        raise ValueError("pass context_dim to the block, not inside attention={...}")
-    if "dropout" in options:
-        if attention_dropout is not None:
-            raise ValueError(
-                "the attention dropout is set twice: attention={'dropout': ...} and "
-                "attention_dropout=...; keep attention_dropout"
-            )
-        attention_dropout = options.pop("dropout")
-    settings = {k: options.pop(k) for k in _ATTENTION_FIELDS if k in options}
-    if options and settings.get("kernel") is None:
-        raise ValueError(
-            f"attention: unknown settings {sorted(options)}; valid: "
-            f"{', '.join(_ATTENTION_FIELDS)}, dropout, or a kernel's options with kernel=NAME"
-        )
-    settings["kernel_options"] = {**settings.get("kernel_options", {}), **options}
-    return AttentionConfig(**settings), attention_dropout
-
-
-def _ff_kwargs(
-    ff_layer: Callable[..., nn.Module], ff_hidden: int | None, dropout: float
-) -> dict[str, Any]:
-    """The keyword arguments the block adds to ``ff_layer(dim, ...)``.
-
-    What a ``functools.partial`` binds is the user's explicit choice and wins over the block's
-    defaults (issue 9: the block's ``dropout`` overrode ``partial(FeedForward, dropout=0)``).
-    """
-    bound = getattr(ff_layer, "keywords", None) or {}
-    kwargs: dict[str, Any] = {}
-    if "dropout" not in bound:
-        kwargs["dropout"] = dropout
-    if "hidden" not in bound:
-        kwargs["hidden"] = ff_hidden
-    elif ff_hidden is not None and ff_hidden != bound["hidden"]:
-        raise ValueError(
-            f"ff_hidden={ff_hidden} and ff_layer's bound hidden={bound['hidden']} disagree; "
-            "set the feed-forward width in one place"
-        )
-    return kwargs
 
 
 def _own_copy(options: dict[str, Any]) -> dict[str, Any]:

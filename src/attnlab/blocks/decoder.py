@@ -15,8 +15,9 @@ from torch import Tensor, nn
 from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
-from .block import BlockCache, _check_input, attention_settings
+from .block import BlockCache, _check_input
 from .feedforward import FeedForward
+from .options import attention_settings
 from .stack import BlockStack
 
 __all__ = ["TransformerDecoder", "DecoderOutput", "DecoderCache"]

@@ -13,8 +13,9 @@ from torch import Tensor, nn
 from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
-from .block import _check_input, attention_settings
+from .block import _check_input
 from .feedforward import FeedForward
+from .options import attention_settings
 from .stack import BlockStack
 
 __all__ = ["TransformerEncoder", "EncoderOutput"]

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..attention_config import AttentionConfig
 from ..blocks import TransformerEncoder
-from ..blocks.block import attention_settings
+from ..blocks.options import attention_settings
 from ..positional import make_positional
 from ..registry import Registry
 

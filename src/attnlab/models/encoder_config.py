@@ -1,0 +1,323 @@
+"""One configuration dataclass per kind of sequence encoder, chosen by its ``kind`` field.
+
+:class:`EncoderConfig` is the base (and the config of a registered encoder without one of its
+own); :class:`TransformerEncoderConfig`, :class:`FCEncoderConfig`, :class:`CNNEncoderConfig`
+and :class:`RNNEncoderConfig` hold only their kind's settings, so a setting of another kind is
+an error that names the kind and its fields rather than a silently ignored value.
+``--model.encoder.kind=cnn`` swaps the dataclass (:meth:`EncoderConfig.switch_kind`), keeping
+the settings the kinds share; :meth:`EncoderConfig.migrate` reads the old spellings (the flat
+config that held every kind, ``local_window``, ``kernel`` ..., kind ``"window"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..attention_config import AttentionConfig
+from .baselines import CNNEncoder, FCEncoder, RNNEncoder
+from .encoders import ENCODERS, SequenceEncoder, TransformerSequenceEncoder
+
+__all__ = [
+    "EncoderConfig",
+    "TransformerEncoderConfig",
+    "FCEncoderConfig",
+    "CNNEncoderConfig",
+    "RNNEncoderConfig",
+]
+
+#: kind name -> its config dataclass (filled by ``@_encoder_config``)
+_KINDS: dict[str, type[EncoderConfig]] = {}
+#: old kind names -> current ones
+_KIND_ALIASES = {"window": "fc"}
+#: every field of the flat ``EncoderConfig`` that held all kinds (before per-kind configs); a
+#: config.json ``encoder`` section with all of them was written by it
+_FLAT_FIELDS = frozenset({
+    "kind", "depth", "dropout", "heads", "ff_hidden", "norm_first", "positional", "max_len",
+    "local_window", "score", "normalize", "backend", "kernel", "kernel_options", "hidden",
+    "context", "conv_kernel", "residual", "cell", "bidirectional",
+})  # fmt: skip
+
+
+class _ChosenByKind(type):
+    """Metaclass of :class:`EncoderConfig`: calling the base class itself, as the flat config
+    of old was called (``EncoderConfig(kind="rnn", depth=1)``), builds the dataclass of that
+    kind, with a ``DeprecationWarning``. Subclasses are built as usual."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not EncoderConfig or args:
+            return super().__call__(*args, **kwargs)
+        kind = kwargs.get("kind", "transformer")
+        if _config_class(kind) is EncoderConfig:  # a registered encoder without its own config
+            return super().__call__(**kwargs)
+        warnings.warn(
+            f"EncoderConfig(kind={kind!r}, ...) is deprecated; build "
+            f"{_config_class(kind).__name__}(...) (or EncoderConfig.from_dict)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return EncoderConfig.from_dict(kwargs)
+
+
+def _canonical_kind(kind: str) -> str:
+    if kind in _KIND_ALIASES:
+        new = _KIND_ALIASES[kind]
+        warnings.warn(
+            f"encoder kind {kind!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=4
+        )
+        return new
+    return kind
+
+
+def _config_class(kind: str) -> type[EncoderConfig]:
+    """The dataclass of encoder ``kind`` (aliases resolved); :class:`EncoderConfig` itself for a
+    registered encoder without a config of its own."""
+    kind = _KIND_ALIASES.get(kind, kind)
+    if kind in _KINDS:
+        return _KINDS[kind]
+    if isinstance(kind, str) and kind in ENCODERS:
+        return EncoderConfig
+    valid = [*_KINDS, *sorted(set(ENCODERS) - set(_KINDS))]
+    raise ValueError(f"unknown encoder kind {kind!r}; valid choices: {', '.join(valid)}")
+
+
+@dataclass
+class EncoderConfig(metaclass=_ChosenByKind):
+    """The sequence encoder (:data:`~attnlab.models.encoders.ENCODERS`): the base of one
+    dataclass per kind, and the config of a registered encoder that has none of its own (built
+    as ``ENCODERS.get(kind)(dim, depth=depth, dropout=dropout)``).
+
+    Args:
+        kind: which encoder: ``transformer``, ``fc`` (fully connected over a context of ``k``
+            vectors; old name ``window``), ``cnn``, ``rnn`` or another registered encoder;
+            setting it switches to that kind's settings.
+        depth: number of layers (blocks / hidden layers / convolutions / recurrent layers).
+        dropout: dropout in the encoder during training.
+    """
+
+    kind: str = "transformer"
+    depth: int = 2
+    dropout: float = 0.1
+
+    #: old field names of this kind -> their dotted path now (config files and the CLI)
+    renamed: ClassVar[Mapping[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        expected = _config_class(self.kind)
+        self.kind = _canonical_kind(self.kind)
+        if expected is not type(self):
+            raise ValueError(
+                f"{type(self).__name__} is not the config of encoder kind {self.kind!r}; use "
+                f"{expected.__name__} (or switch_kind({self.kind!r}))"
+            )
+
+    # ---- the protocol of train.overrides for sections chosen by kind -----------------------
+    @classmethod
+    def kinds(cls) -> dict[str, type[EncoderConfig]]:
+        """``{kind: config dataclass}`` of every registered encoder (those with a config of
+        their own first)."""
+        names = [*_KINDS, *sorted(set(ENCODERS) - set(_KINDS))]
+        return {name: _config_class(name) for name in names}
+
+    def switch_kind(self, kind: str) -> EncoderConfig:
+        """This config as encoder ``kind``: that kind's defaults, with the values of the fields
+        both kinds have (``depth``, ``dropout``, ...) carried over.
+
+        Raises:
+            ValueError: an unknown kind; the message lists the valid ones.
+        """
+        cls = _config_class(kind)
+        kind = _canonical_kind(kind)
+        if cls is type(self) and kind == self.kind:
+            return dataclasses.replace(self)
+        names = {f.name for f in dataclasses.fields(self)} - {"kind"}
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(cls) if f.name in names}
+        return cls(kind=kind, **shared)
+
+    @classmethod
+    def migrate(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """``data`` (this kind's fields, from a file or the CLI) in today's spelling.
+
+        A complete ``encoder`` section of the flat config of old (every kind's fields; the
+        run used only its own kind's) keeps this kind's fields; old field names move to their
+        new place (:attr:`renamed`, e.g. ``kernel`` -> ``attention.kernel``), with a
+        ``DeprecationWarning``.
+        """
+        data = dict(data)
+        if {*data, "kind"} >= _FLAT_FIELDS:
+            own = {f.name for f in dataclasses.fields(cls)} | set(cls.renamed)
+            data = {k: v for k, v in data.items() if k in own}
+        old = [k for k in data if k in cls.renamed]
+        if old:
+            warnings.warn(
+                "old encoder setting names: "
+                + ", ".join(f"{k} is now {cls.renamed[k]}" for k in old),
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        for key in old:
+            value = data.pop(key)
+            *groups, last = cls.renamed[key].split(".")
+            target = data
+            for group in groups:
+                group_value = target.get(group)
+                if isinstance(group_value, AttentionConfig):  # an object given in Python
+                    group_value = dataclasses.asdict(group_value)
+                target[group] = dict(group_value or {})
+                target = target[group]
+            target[last] = value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EncoderConfig:
+        """The config that ``data`` describes (its ``kind`` picks the dataclass; default
+        ``transformer``); missing fields take their defaults, unknown ones raise."""
+        data = dict(data)
+        kind = _canonical_kind(data.pop("kind", "transformer"))
+        target = _config_class(kind)
+        data = target.migrate(data)
+        names = [f.name for f in dataclasses.fields(target)]
+        unknown = set(data) - set(names)
+        if unknown:
+            raise ValueError(
+                f"encoder kind {kind!r} ({target.__name__}): unknown fields {sorted(unknown)}; "
+                f"valid: {', '.join(names)}"
+            )
+        if isinstance(data.get("attention"), Mapping):
+            data["attention"] = _from_dict(AttentionConfig, data["attention"])
+        return target(kind=kind, **data)
+
+    def build(self, dim: int) -> SequenceEncoder:
+        """The encoder these settings describe, for inputs of width ``dim``."""
+        return ENCODERS.get(self.kind)(dim, depth=self.depth, dropout=self.dropout)
+
+
+def _encoder_config(kind: str):
+    """Register a config dataclass as the one of encoder ``kind``."""
+
+    def add(cls: type[EncoderConfig]) -> type[EncoderConfig]:
+        _KINDS[kind] = cls
+        return cls
+
+    return add
+
+
+@_encoder_config("transformer")
+@dataclass
+class TransformerEncoderConfig(EncoderConfig):
+    """A stack of Transformer blocks (:class:`~attnlab.models.TransformerSequenceEncoder`).
+
+    Args:
+        heads: attention heads; must divide the width.
+        ff_hidden: feed-forward hidden width (None: 4 x the width).
+        norm_first: pre-norm (true) or post-norm (false) blocks.
+        positional: positional encoding (``rotary``, ``sinusoidal``, ``learned``, ``relative``,
+            ``alibi``, ...), or none.
+        max_len: longest sequence, for encodings that need it (``learned``).
+        window: local attention radius (position i sees ``|i - j| <= window``); none for full
+            attention.
+        attention: the attention maths: score, normalisation, backend, efficient kernel.
+    """
+
+    kind: str = "transformer"
+    heads: int = 4
+    ff_hidden: int | None = 256
+    norm_first: bool = True
+    positional: str | None = "rotary"
+    max_len: int | None = None
+    window: int | None = None
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+
+    renamed: ClassVar[Mapping[str, str]] = {
+        "local_window": "window",
+        **{k: f"attention.{k}" for k in ("score", "normalize", "backend", "kernel")},
+        "kernel_options": "attention.kernel_options",
+    }
+
+    def build(self, dim: int) -> SequenceEncoder:
+        return TransformerSequenceEncoder(
+            dim, depth=self.depth, heads=self.heads, ff_hidden=self.ff_hidden,
+            dropout=self.dropout, norm_first=self.norm_first, positional=self.positional,
+            max_len=self.max_len, window=self.window, attention=self.attention,
+        )  # fmt: skip
+
+
+@_encoder_config("fc")
+@dataclass
+class FCEncoderConfig(EncoderConfig):
+    """A fully connected network over a context of ``k`` vectors around each position
+    (:class:`~attnlab.models.FCEncoder`; the lecture's "window" baseline).
+
+    Args:
+        context: the context size ``k`` (odd, centred); 1 = each vector on its own.
+        hidden: hidden and output width (None: the input width).
+    """
+
+    kind: str = "fc"
+    context: int = 3
+    hidden: int | None = None
+
+    def build(self, dim: int) -> SequenceEncoder:
+        return FCEncoder(
+            dim, context=self.context, hidden=self.hidden, depth=self.depth, dropout=self.dropout
+        )
+
+
+@_encoder_config("cnn")
+@dataclass
+class CNNEncoderConfig(EncoderConfig):
+    """Stacked 1-D convolutions (:class:`~attnlab.models.CNNEncoder`).
+
+    Args:
+        hidden: channels, hidden and output width (None: the input width).
+        conv_kernel: convolution width (odd).
+        residual: add each layer's input to its output.
+    """
+
+    kind: str = "cnn"
+    hidden: int | None = None
+    conv_kernel: int = 3
+    residual: bool = True
+
+    def build(self, dim: int) -> SequenceEncoder:
+        return CNNEncoder(
+            dim, channels=self.hidden, depth=self.depth, kernel=self.conv_kernel,
+            residual=self.residual, dropout=self.dropout,
+        )  # fmt: skip
+
+
+@_encoder_config("rnn")
+@dataclass
+class RNNEncoderConfig(EncoderConfig):
+    """An LSTM or GRU (:class:`~attnlab.models.RNNEncoder`).
+
+    Args:
+        hidden: hidden width per direction (None: half the input width if bidirectional, so
+            the output keeps the input width).
+        cell: ``lstm`` or ``gru``.
+        bidirectional: run both directions and concatenate.
+    """
+
+    kind: str = "rnn"
+    hidden: int | None = None
+    cell: Literal["lstm", "gru"] = "lstm"
+    bidirectional: bool = True
+
+    def build(self, dim: int) -> SequenceEncoder:
+        return RNNEncoder(
+            dim, hidden=self.hidden, depth=self.depth, cell=self.cell,
+            bidirectional=self.bidirectional, dropout=self.dropout,
+        )  # fmt: skip
+
+
+def _from_dict(cls: type, d: Mapping[str, Any]) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - names
+    if unknown:
+        raise ValueError(
+            f"{cls.__name__}: unknown fields {sorted(unknown)}; valid: {', '.join(sorted(names))}"
+        )
+    return cls(**d)
