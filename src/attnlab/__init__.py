@@ -2,7 +2,16 @@
 
 from . import functional, masks
 from .attention import AttentionOutput, KVCache, MultiHeadAttention
+from .attention_config import AttentionConfig
 from .functional import attend
 
-__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache", "attend", "functional", "masks"]
+__all__ = [
+    "MultiHeadAttention",
+    "AttentionOutput",
+    "AttentionConfig",
+    "KVCache",
+    "attend",
+    "functional",
+    "masks",
+]
 __version__ = "0.1.0"

@@ -1,8 +1,9 @@
-"""``MultiHeadAttention``: projections and heads around a swappable attention kernel.
+"""``MultiHeadAttention``: projections and heads around one attention kernel.
 
 The layer owns the query / key / value / output projections, splits ``dim`` into ``heads``
-heads, applies a positional encoding where it acts, and hands the projected ``q, k, v`` to a
-backend (:mod:`attnlab.backends`) or to an efficient approximate kernel.
+heads, applies a positional encoding where it acts, and hands the projected ``q, k, v`` to its
+one kernel (:mod:`attnlab.kernels`): the exact maths with its backends by default, or an
+efficient approximation (:mod:`attnlab.efficient`).
 
 Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions, ``h`` heads,
 ``d`` head dim.
@@ -17,9 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .backends import BACKENDS, Problem, run_backend
-from .functional import NORMALIZATIONS, get_normalize, make_score
-from .masks import Mask, check_mask_tensor
+from .attention_config import AttentionConfig
+from .efficient import make_kernel
+from .functional import get_normalize, make_score
+from .kernels import AttentionKernel, ExactKernel, KernelModule, run_kernel
+from .masks import Mask
 from .positional.base import PositionalEncoding
 
 __all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache"]
@@ -28,7 +31,7 @@ __all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache"]
 class AttentionOutput(NamedTuple):
     out: Tensor  # (b, n, dim)
     weights: Tensor | None  # (b, h, i, j) when need_weights
-    backend: str  # the kernel that ran
+    backend: str  # what ran: the exact backend's name, or the efficient kernel's
 
 
 @dataclass
@@ -52,12 +55,19 @@ class KVCache:
         return self.k, self.v
 
 
-def _check_sequence(t: Tensor, name: str, dim: int) -> None:
+def _check_sequence(t: Tensor, name: str, dim: int, weight: Tensor) -> None:
     if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != dim:
         got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
         raise ValueError(f"{name}: expected shape (batch, seq, {dim}), got {got}")
     if t.shape[1] == 0:
         raise ValueError(f"{name}: empty sequence (shape {tuple(t.shape)}); need seq >= 1")
+    autocast = torch.is_autocast_enabled(t.device.type)
+    if not t.is_floating_point() or (t.dtype != weight.dtype and not autocast):
+        raise ValueError(
+            f"{name}: dtype {t.dtype} differs from the layer's dtype {weight.dtype}; convert "
+            f"the input ({name}.to({weight.dtype})) or the layer (layer.to({t.dtype}))"
+            + ("" if t.is_floating_point() else "; token ids need an embedding first")
+        )
 
 
 class MultiHeadAttention(nn.Module):
@@ -67,7 +77,9 @@ class MultiHeadAttention(nn.Module):
         \mathrm{head}_h = \mathrm{attend}(x W^Q_h, c W^K_h, c W^V_h), \qquad
         \mathrm{out} = [\mathrm{head}_1; \dots; \mathrm{head}_H] W^O,
 
-    with ``c = x`` (self-attention) or ``c = context`` (cross-attention).
+    with ``c = x`` (self-attention) or ``c = context`` (cross-attention). ``attend`` is the
+    layer's one kernel (:attr:`kernel`): :class:`~attnlab.kernels.ExactKernel` (score,
+    normalisation, backend, dropout) unless ``kernel=`` names an efficient one.
 
     Args:
         dim: model width; input last dimension and output width.
@@ -86,6 +98,7 @@ class MultiHeadAttention(nn.Module):
         - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``
         - mask: boolean broadcastable to ``(b, h, n, m)``, True = may attend, or a
           :class:`~attnlab.masks.Mask`
+        - bias: float ``(n, m)`` or ``(b, h, n, m)`` (sizes of 1 broadcast), added to the scores
         - out: ``(b, n, dim)``; weights: ``(b, h, n, m)``
     """
 
@@ -110,54 +123,43 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"heads must be a positive divisor of dim={dim}, got heads={heads!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        if backend != "auto" and backend not in BACKENDS:
-            # As BACKENDS.get's error, but "auto" is a valid choice here too.
-            raise ValueError(
-                f"unknown backend {backend!r}; valid choices: auto, {', '.join(BACKENDS.names())}"
-            )
-        NORMALIZATIONS.get(normalize)
-        if kernel_options and kernel is None:
+        if kernel is not None:
+            _check_kernel_request(kernel, kernel_options, score, normalize, backend, dropout)
+        elif kernel_options:
             raise ValueError(
                 f"options {sorted(kernel_options)} are kernel options; pass kernel=NAME with them"
             )
         self.dim, self.heads, self.head_dim = dim, heads, dim // heads
         self.context_dim = context_dim or dim
         self.dropout, self.backend = dropout, backend
+        # The score first: an additive score's parameters keep their place (and state-dict key
+        # score.*) ahead of the projections'.
         self.score = make_score(score, head_dim=self.head_dim, heads=heads)
         self.normalize = get_normalize(normalize)
-        fused = self.score.fused_scale(self.head_dim) is not None and normalize == "softmax"
-        if backend in ("sdpa", "flex") and not fused:
-            raise ValueError(
-                f"backend {backend!r} computes dot-product scores with softmax only; got "
-                f"score={score!r}, normalize={normalize!r}. Use backend='chunked' (any score and "
-                "normalization, memory O(n)) or 'reference' (returns the weights), or 'auto'."
-            )
         self.q_proj = nn.Linear(dim, dim, bias=bias)
         self.kv_proj = nn.Linear(self.context_dim, 2 * dim, bias=bias)  # [keys; values]
         self.out_proj = nn.Linear(dim, dim, bias=bias)
-        self.kernel = None
-        if kernel is not None:
-            if dropout > 0:
-                raise ValueError(
-                    f"dropout={dropout}: efficient kernels never form attention weights, so "
-                    "there is nothing to drop; use dropout=0 with kernel= (residual dropout "
-                    "in the blocks still applies)"
-                )
-            if score != "scaled_dot" or normalize != "softmax" or backend != "auto":
-                raise ValueError(
-                    "kernel= replaces the exact attention maths; leave score, normalize and "
-                    "backend at their defaults when you choose a kernel"
-                )
-            self.kernel = self._build_kernel(kernel, kernel_options)
+        self.kernel: AttentionKernel | KernelModule
+        if kernel is None:
+            self.kernel = ExactKernel(
+                dim=dim, heads=heads, score=self.score, normalize=self.normalize,
+                backend=backend, dropout=dropout,
+            )  # fmt: skip
+        elif isinstance(kernel, nn.Module):
+            self.kernel = kernel
+        else:
+            self.kernel = make_kernel(kernel, dim=dim, heads=heads, **kernel_options)
 
-    def _build_kernel(self, kernel: str | nn.Module, options: dict[str, Any]) -> nn.Module:
-        if isinstance(kernel, nn.Module):
-            if options:
-                raise ValueError("kernel options go to a kernel built by name, not to a module")
-            return kernel
-        from .efficient import make_kernel  # efficient kernels build on this layer's maths
-
-        return make_kernel(kernel, dim=self.dim, heads=self.heads, **options)
+    @classmethod
+    def from_config(
+        cls, dim: int, heads: int, config: AttentionConfig, **extra: Any
+    ) -> MultiHeadAttention:
+        """A layer with the attention settings ``config`` (score, normalisation, backend, kernel
+        and its options); ``extra`` are the other constructor arguments (``dropout``, ``bias``,
+        ``context_dim``)."""
+        if not isinstance(config, AttentionConfig):
+            raise TypeError(f"config: expected an AttentionConfig, got {type(config).__name__}")
+        return cls(dim, heads, **config.layer_kwargs(), **extra)
 
     # ---- forward ----------------------------------------------------------------------------
     def forward(
@@ -166,6 +168,7 @@ class MultiHeadAttention(nn.Module):
         context: Tensor | None = None,
         *,
         mask: Tensor | Mask | None = None,
+        bias: Tensor | None = None,
         positional: PositionalEncoding | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
@@ -176,25 +179,19 @@ class MultiHeadAttention(nn.Module):
             x: ``(b, n, dim)`` queries' source.
             context: ``(b, m, context_dim)`` keys' and values' source, or None.
             mask: True = may attend; boolean tensor broadcastable to ``(b, h, n, m)`` or a Mask.
+                Key padding is ``masks.padding(lengths)`` or a ``(b, 1, 1, m)`` tensor; a 2-D
+                tensor is ``(n, m)``, and one whose first size is the batch size is refused
+                as ambiguous (torch's ``key_padding_mask`` is ``(b, m)`` and means the
+                opposite, True = ignore).
+            bias: float ``(n, m)`` or ``(b, h, n, m)`` added to the scores (e.g. a Hugging
+                Face style additive mask, or learned relative biases); exact attention only.
             positional: a positional encoding; applied where it acts (input, q/k or scores).
             need_weights: also return the attention weights ``(b, h, n, m)``.
             cache: a :class:`KVCache` for incremental decoding.
         """
-        _check_sequence(x, "x", self.dim)
-        if context is not None:
-            _check_sequence(context, "context", self.context_dim)
-            if context.shape[0] != x.shape[0]:
-                raise ValueError(
-                    f"context: batch {context.shape[0]} differs from x's batch {x.shape[0]}"
-                )
+        self._check_call(x, context, mask, positional, cache)
         b, n, _ = x.shape
         h, d = self.heads, self.head_dim
-        if positional is not None and context is not None and cache is not None:
-            raise ValueError(
-                "positional: with cross-attention and a KV cache the queries' positions are not "
-                "known to the layer; apply positional encodings in self-attention (as "
-                "TransformerDecoder does), or call without a cache"
-            )
         offset = cache.length if (cache is not None and context is None) else 0
         acts_on = positional.acts_on if positional is not None else None
         if acts_on == "input":
@@ -202,59 +199,65 @@ class MultiHeadAttention(nn.Module):
             x = positional(x, offset=offset)
         fresh_keys = True  # False when cross-attention reuses a cache filled earlier
         if context is None:  # self-attention: one (dim -> 3 dim) matmul instead of two
-            w, bias_in = self._fused_qkv()
-            qkv = (
-                F.linear(x, w, bias_in).view(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
-            )  # (3, b, h, i, d)
-            q, k, v = qkv[0], qkv[1], qkv[2]
+            qkv = F.linear(x, *self._fused_qkv()).view(b, n, 3, h, d)  # (b, i, 3, h, d)
+            # unbind, not qkv[0], qkv[1], qkv[2]: backward then stacks three gradients into one
+            # buffer instead of zero-filling a full-size buffer per slice.
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (b, h, i, d)
         else:
             q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
             if cache is not None and cache.k is not None:
                 k, v, fresh_keys = cache.k, cache.v, False  # the context was projected once
             else:
-                m = context.shape[1]
-                kv = (
-                    self.kv_proj(context).view(b, m, 2, h, d).permute(2, 0, 3, 1, 4)
-                )  # (2, b, h, j, d)
-                k, v = kv[0], kv[1]
+                kv = self.kv_proj(context).view(b, context.shape[1], 2, h, d)  # (b, j, 2, h, d)
+                k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (b, h, j, d)
         if fresh_keys:
             if acts_on == "qk":
                 positional.check_length(offset + max(n, k.shape[2]))
                 q, k = positional.rotate(q, k, q_offset=offset, k_offset=offset)
             if cache is not None:
                 k, v = cache.append(k, v)
-        j = k.shape[2]
-        bias = None
         if acts_on == "scores":
-            positional.check_length(max(offset + n, j))
-            bias = positional.score_bias(n, j, q_offset=offset)
-        if isinstance(mask, Tensor):
-            check_mask_tensor(mask, b, h, n, j)
-            if offset:
+            positional.check_length(max(offset + n, k.shape[2]))
+            scores_bias = positional.score_bias(n, k.shape[2], q_offset=offset)
+            bias = scores_bias if bias is None else bias + scores_bias
+        out, weights, ran = run_kernel(
+            self.kernel, q, k, v, mask=mask, bias=bias, q_offset=offset,
+            need_weights=need_weights,
+        )  # fmt: skip
+        out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
+        return AttentionOutput(self.out_proj(out), weights, ran)
+
+    def _check_call(
+        self,
+        x: Tensor,
+        context: Tensor | None,
+        mask: Tensor | Mask | None,
+        positional: PositionalEncoding | None,
+        cache: KVCache | None,
+    ) -> None:
+        """What only the layer can check; the kernel checks the mask and bias shapes."""
+        _check_sequence(x, "x", self.dim, self.q_proj.weight)
+        if context is not None:
+            _check_sequence(context, "context", self.context_dim, self.kv_proj.weight)
+            if context.shape[0] != x.shape[0]:
                 raise ValueError(
-                    "mask: with a KV cache pass a Mask object (e.g. masks.causal()), which "
-                    "knows the queries' positions, rather than a dense tensor"
+                    f"context: batch {context.shape[0]} differs from x's batch {x.shape[0]}"
                 )
-        elif mask is not None and not isinstance(mask, Mask):
+        if positional is not None and context is not None and cache is not None:
+            raise ValueError(
+                "positional: with cross-attention and a KV cache the queries' positions are not "
+                "known to the layer; apply positional encodings in self-attention (as "
+                "TransformerDecoder does), or call without a cache"
+            )
+        if mask is not None and not isinstance(mask, Tensor | Mask):
             raise ValueError(
                 f"mask must be a boolean tensor or an attnlab.masks.Mask, got {type(mask).__name__}"
             )
-        dropout = self.dropout if self.training else 0.0
-        if self.kernel is not None:
-            if need_weights:
-                raise ValueError(f"kernel {self.kernel.name!r} does not return attention weights")
-            if bias is not None:
-                raise ValueError("score-biasing positional encodings need exact attention")
-            out, weights, ran = self.kernel(q, k, v, mask=mask, q_offset=offset), None, None
-            ran = self.kernel.name
-        else:
-            problem = Problem(
-                q, k, v, self.score, self.normalize, mask=mask, bias=bias, dropout=dropout,
-                need_weights=need_weights, q_offset=offset,
-            )  # fmt: skip
-            out, weights, ran = run_backend(self.backend, problem)
-        out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
-        return AttentionOutput(self.out_proj(out), weights, ran)
+        if isinstance(mask, Tensor) and cache is not None and context is None and cache.length:
+            raise ValueError(
+                "mask: with a KV cache pass a Mask object (e.g. masks.causal()), which "
+                "knows the queries' positions, rather than a dense tensor"
+            )
 
     def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
         """``[W_q; W_kv]`` and ``[b_q; b_kv]`` for one self-attention matmul.
@@ -314,6 +317,30 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (
-            f"dim={self.dim}, heads={self.heads}, score={getattr(self.score, 'name', '?')}, "
+            f"dim={self.dim}, heads={self.heads}, score={self.score.name}, "
             f"normalize={self.normalize.name}, backend={self.backend}"
         )
+
+
+def _check_kernel_request(
+    kernel: str | nn.Module,
+    options: dict[str, Any],
+    score: str,
+    normalize: str,
+    backend: str,
+    dropout: float,
+) -> None:
+    """Refuse, when the layer is built, what an efficient kernel cannot take."""
+    if dropout > 0:
+        raise ValueError(
+            f"dropout={dropout}: efficient kernels never form attention weights, so "
+            "there is nothing to drop; use dropout=0 with kernel= (residual dropout "
+            "in the blocks still applies)"
+        )
+    if score != "scaled_dot" or normalize != "softmax" or backend != "auto":
+        raise ValueError(
+            "kernel= replaces the exact attention maths; leave score, normalize and "
+            "backend at their defaults when you choose a kernel"
+        )
+    if isinstance(kernel, nn.Module) and options:
+        raise ValueError("kernel options go to a kernel built by name, not to a module")

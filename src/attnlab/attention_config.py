@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backends import check_backend_name
+from .efficient import KERNELS, check_kernel_options
+from .functional import NORMALIZATIONS, SCORES
+
 __all__ = ["AttentionConfig"]
 
 
@@ -24,8 +28,14 @@ class AttentionConfig:
         backend: exact-attention backend: ``"auto"``, ``"reference"``, ``"sdpa"``, ``"flex"``
             or ``"chunked"``.
         kernel: ``None`` for exact attention, or the registered name of an efficient kernel
-            (``"performer"``, ``"linformer"``, ...), which replaces the exact maths.
+            (``"performer"``, ``"linformer"``, ...), which replaces the exact maths. (A kernel
+            module, which blocks copy into each layer, is accepted unchecked.)
         kernel_options: that kernel's constructor options (e.g. ``{"features": 128}``).
+
+    Raises:
+        ValueError: at construction, naming the field, for an unknown score, normalisation,
+            backend or kernel (listing the valid choices), a kernel option the kernel does not
+            have (listing its options), or kernel options without a kernel.
     """
 
     score: str = "scaled_dot"
@@ -40,6 +50,21 @@ class AttentionConfig:
                 f"attention.kernel_options {sorted(self.kernel_options)} need attention.kernel "
                 "(a kernel name)"
             )
+        checks = [
+            ("score", lambda: SCORES.get(self.score)),
+            ("normalize", lambda: NORMALIZATIONS.get(self.normalize)),
+            ("backend", lambda: check_backend_name(self.backend)),
+        ]
+        if isinstance(self.kernel, str):
+            checks.append(("kernel", lambda: KERNELS.get(self.kernel)))
+            checks.append(
+                ("kernel_options", lambda: check_kernel_options(self.kernel, self.kernel_options))
+            )
+        for name, check in checks:
+            try:
+                check()
+            except ValueError as err:
+                raise ValueError(f"attention.{name}: {err}") from None
 
     def layer_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :class:`~attnlab.MultiHeadAttention` for these settings."""

@@ -1,17 +1,21 @@
-"""Attention backends: interchangeable kernels that compute :func:`attnlab.functional.attend`.
+"""Exact attention backends: interchangeable ways to compute :func:`attnlab.functional.attend`.
 
 * ``reference``: :func:`~attnlab.functional.attend`, every score and normalisation, returns the
   weights; ``O(i * j)`` memory.
 * ``sdpa``: ``F.scaled_dot_product_attention`` (a fused flash kernel on CPU), for dot-product
   scores with softmax.
 * ``flex``: FlexAttention under ``torch.compile``, block-sparse for structured masks (skips
-  fully masked tiles). Forward only on CPU (PyTorch has no CPU backward for it).
-* ``chunked``: exact attention in query x key tiles with an online softmax (Milakov &
-  Gimelshein 2018; Rabe & Staats 2021), ``O(i * tile)`` memory, for every score and
-  normalisation; tiles wholly masked are skipped, and training recomputes each query tile in the
-  backward pass instead of storing it.
+  fully masked blocks). Forward only on CPU (PyTorch has no CPU backward for it).
+* ``chunked``: exact attention in query x key blocks with an online softmax (Milakov &
+  Gimelshein 2018; Rabe & Staats 2021), ``O(i * block)`` memory, for every score and
+  normalisation; blocks wholly masked are skipped, and training recomputes each query block in
+  the backward pass instead of storing it.
 
 ``auto`` (:func:`select_backend`) picks the fastest backend that computes the request exactly.
+The layer reaches these through :class:`attnlab.kernels.ExactKernel`, the default attention
+kernel, which validates the request, zeroes dead keys and calls :func:`run_backend`. A backend
+refuses, with a reason, what it cannot compute: :meth:`Backend.refuses` for what it never
+computes (checked when a layer is built), :meth:`Backend.unsupported` for one request.
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
 """
@@ -19,19 +23,31 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from .functional import at_least_float32, attend, key_counts
-from .masks import Mask, _Causal, _Dense
+from .functional import Normalization, Score, at_least_float32, attend, key_counts, safe_max
+from .masks import Causal, Dense, Mask
 from .registry import Registry
 
-__all__ = ["Problem", "Backend", "BACKENDS", "select_backend", "get_backend"]
+__all__ = [
+    "Problem",
+    "Backend",
+    "BACKENDS",
+    "ReferenceBackend",
+    "SDPABackend",
+    "FlexBackend",
+    "ChunkedBackend",
+    "select_backend",
+    "get_backend",
+    "run_backend",
+    "check_backend_name",
+]
 
 
 @dataclass
@@ -41,8 +57,8 @@ class Problem:
     q: Tensor
     k: Tensor
     v: Tensor
-    score: Any
-    normalize: Any
+    score: Score
+    normalize: Normalization
     mask: Mask | Tensor | None = None
     bias: Tensor | None = None
     dropout: float = 0.0  # effective probability: 0 unless training
@@ -66,25 +82,35 @@ class Problem:
         b, h, i, j = self.shape
         return self.mask.dense(b, h, i, j, q_offset=self.q_offset, device=self.q.device)
 
+    def mask_object(self) -> Mask | None:
+        """The mask as a :class:`~attnlab.masks.Mask` (a tensor wrapped as ``Dense``)."""
+        if self.mask is None or isinstance(self.mask, Mask):
+            return self.mask
+        return Dense(self.mask)
+
 
 class Backend:
-    """A kernel for :class:`Problem`. ``unsupported`` says why it cannot serve one (or None)."""
+    """A way to compute a :class:`Problem` exactly.
+
+    :meth:`refuses` says why it can never compute a score with a normalisation (checked once,
+    when a layer is built; phrased to follow "backend NAME"); :meth:`unsupported` why it cannot
+    compute one request (it includes :meth:`refuses`). Both return None when it can.
+    """
 
     name: str = "?"
 
-    def unsupported(self, p: Problem) -> str | None:
+    def refuses(self, score: Score, normalize: Normalization) -> str | None:
         return None
+
+    def unsupported(self, p: Problem) -> str | None:
+        reason = self.refuses(p.score, p.normalize)
+        return None if reason is None else f"it {reason}"
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
 
 BACKENDS: Registry = Registry("backend")
-
-
-def _fused_scale(p: Problem) -> float | None:
-    fused = getattr(p.score, "fused_scale", None)
-    return fused(p.q.shape[-1]) if fused is not None else None
 
 
 def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
@@ -110,20 +136,25 @@ class ReferenceBackend(Backend):
 class SDPABackend(Backend):
     name = "sdpa"
 
-    def unsupported(self, p: Problem) -> str | None:
-        if _fused_scale(p) is None:
-            return f"score {getattr(p.score, 'name', p.score)!r} is not a (scaled) dot product"
-        if getattr(p.normalize, "name", None) != "softmax":
-            return f"normalization {getattr(p.normalize, 'name', p.normalize)!r} is not softmax"
-        if p.need_weights:
-            return "it does not return attention weights (need_weights=True)"
+    def refuses(self, score: Score, normalize: Normalization) -> str | None:
+        if score.fused_scale(1) is None or normalize.name != "softmax":
+            return (
+                "computes dot-product scores with softmax only; got "
+                f"score={score.name!r}, normalize={normalize.name!r}"
+            )
         return None
+
+    def unsupported(self, p: Problem) -> str | None:
+        reason = super().unsupported(p)
+        if reason is None and p.need_weights:
+            reason = "it does not return attention weights (need_weights=True)"
+        return reason
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         _, _, i, j = p.shape
-        scale = _fused_scale(p)
-        if isinstance(p.mask, _Causal) and p.bias is None and p.q_offset == 0 and i == j:
-            # is_causal lets the flash kernel skip the upper triangle's tiles.
+        scale = p.score.fused_scale(p.q.shape[-1])
+        if isinstance(p.mask, Causal) and p.bias is None and p.q_offset == 0 and i == j:
+            # is_causal lets the flash kernel skip the upper triangle's blocks.
             out = F.scaled_dot_product_attention(
                 p.q, p.k, p.v, dropout_p=p.dropout, is_causal=True, scale=scale
             )
@@ -161,14 +192,17 @@ class FlexBackend(Backend):
     name = "flex"
     block_size = 128
 
+    def refuses(self, score: Score, normalize: Normalization) -> str | None:
+        return SDPABackend().refuses(score, normalize)
+
     def unsupported(self, p: Problem) -> str | None:
         reason = SDPABackend().unsupported(p)
         if reason:
             return reason
-        if p.bias is not None:
-            return "score bias tensors are not routed to flex; use backend='sdpa'"
         if p.dropout > 0:
             return "FlexAttention has no attention dropout"
+        if p.bias is not None:
+            return "score bias tensors are not routed to flex; use backend='sdpa'"
         if p.q_offset:
             return "incremental decoding (q_offset > 0) is not supported"
         if p.q.device.type == "cpu" and p.needs_grad:
@@ -180,57 +214,72 @@ class FlexBackend(Backend):
         return None
 
     def block_mask(self, p: Problem):
-        if p.mask is None:
+        mask = p.mask_object()
+        if mask is None:
             return None
         b, h, i, j = p.shape
-        mask = p.mask if isinstance(p.mask, Mask) else _Dense(p.mask)
         return mask.block_mask(b, h, i, j, device=p.q.device, block_size=self.block_size)
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         # FlexAttention already returns zeros for queries with no allowed key (its row sum is
         # zero), so no dense O(i * j) clean-up is needed here; tests/test_backends.py checks it.
-        out = _flex_attention()(p.q, p.k, p.v, block_mask=self.block_mask(p), scale=_fused_scale(p))
+        scale = p.score.fused_scale(p.q.shape[-1])
+        out = _flex_attention()(p.q, p.k, p.v, block_mask=self.block_mask(p), scale=scale)
         return out, None
 
 
 @BACKENDS.register("chunked")
 class ChunkedBackend(Backend):
-    """Exact attention in tiles: memory ``O(i * tile)`` instead of ``O(i * j)``.
+    """Exact attention in blocks: memory ``O(i * block)`` instead of ``O(i * j)``.
 
     Args:
-        tile: query and key tile length; default: the largest power of two whose score tile
-            (``b * h * tile^2`` pairs times the score's ``pair_cost``) fits ``budget`` elements.
-        budget: elements per score tile when ``tile`` is not given.
+        block: query and key block length; default: the largest power of two whose score
+            block (``b * h * block^2`` pairs times the score's ``pair_cost``) fits ``budget``
+            elements, between 16 and 1024.
+        budget: elements per score block when ``block`` is not given.
+        tile: deprecated name of ``block``.
     """
 
     name = "chunked"
 
-    def __init__(self, tile: int | None = None, budget: int = 1 << 22) -> None:
-        self.tile, self.budget = tile, budget
+    def __init__(
+        self, block: int | None = None, budget: int = 1 << 22, *, tile: int | None = None
+    ) -> None:
+        if tile is not None:
+            warnings.warn(
+                "ChunkedBackend(tile=...) is deprecated; use block=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            block = tile if block is None else block
+        if block is not None and (not isinstance(block, int) or block <= 0):
+            raise ValueError(f"block must be a positive int or None, got {block!r}")
+        self.block, self.budget = block, budget
+
+    @property
+    def tile(self) -> int | None:
+        """Deprecated name of :attr:`block`."""
+        return self.block
 
     def unsupported(self, p: Problem) -> str | None:
         if p.need_weights:
             return "it does not materialise the attention weights (need_weights=True)"
         return None
 
-    def tile_size(self, p: Problem) -> int:
-        if self.tile:
-            return self.tile
+    def block_for(self, p: Problem) -> int:
+        """The block length for ``p``: :attr:`block`, or the largest that fits the budget."""
+        if self.block:
+            return self.block
         b, h, _, _ = p.shape
-        cost = getattr(p.score, "pair_cost", None)
-        cost = cost() if callable(cost) else (cost or 1)
-        side = math.isqrt(max(1, self.budget // (b * h * cost)))
+        side = math.isqrt(max(1, self.budget // max(1, b * h * p.score.pair_cost)))
         return max(16, min(1024, 1 << (side.bit_length() - 1)))
 
-    def _mask_tile(self, p: Problem, qs: int, qe: int, ks: int, ke: int) -> Tensor | None:
-        if p.mask is None:
-            return None
-        b, h, _, _ = p.shape
-        dev = p.q.device
-        q_idx = torch.arange(qs + p.q_offset, qe + p.q_offset, device=dev)
-        kv_idx = torch.arange(ks, ke, device=dev)
-        mask = p.mask if isinstance(p.mask, Mask) else _Dense(p.mask)
-        return mask.evaluate(b, h, q_idx, kv_idx)
+    def tile_size(self, p: Problem) -> int:
+        """Deprecated name of :meth:`block_for`."""
+        warnings.warn(
+            "ChunkedBackend.tile_size is deprecated; use block_for", DeprecationWarning, 2
+        )
+        return self.block_for(p)
 
     @staticmethod
     def _slice(t: Tensor | None, qs: int, qe: int, ks: int, ke: int) -> Tensor | None:
@@ -241,29 +290,31 @@ class ChunkedBackend(Backend):
         t = t if t.shape[2] == 1 else t[:, :, qs:qe]
         return t if t.shape[3] == 1 else t[:, :, :, ks:ke]
 
-    def _query_tile(self, p: Problem, qs: int, qe: int, q: Tensor, k: Tensor, v: Tensor):
+    def _query_block(self, p: Problem, qs: int, qe: int, q: Tensor, k: Tensor, v: Tensor):
         _, _, _, j = p.shape
-        t = self.tile_size(p)
-        tiles = []
+        mask = p.mask_object()
+        dev, t = q.device, self.block_for(p)
+        q_idx = torch.arange(qs + p.q_offset, qe + p.q_offset, device=dev)
+        blocks = []
         for ks in range(0, j, t):
             ke = min(ks + t, j)
-            m = self._mask_tile(p, qs, qe, ks, ke)
+            m = None if mask is None else mask.evaluate(*p.shape[:2], q_idx, torch.arange(ks, ke, device=dev))  # fmt: skip
             if m is not None and not bool(m.any()):
-                continue  # a wholly masked tile contributes nothing
-            tiles.append((ks, ke, m))
+                continue  # a wholly masked block contributes nothing
+            blocks.append((ks, ke, m))
         b, h = q.shape[:2]
         wide = torch.promote_types(v.dtype, torch.float32)
         acc = q.new_zeros(b, h, qe - qs, v.shape[-1], dtype=wide)
-        softmax = not getattr(p.normalize, "elementwise", False)
+        softmax = not p.normalize.elementwise
         if softmax:
             run_max = q.new_full((b, h, qe - qs, 1), float("-inf"), dtype=wide)
             run_sum = q.new_zeros(b, h, qe - qs, 1, dtype=wide)
         else:
             counts = key_counts(None, j, acc)
-            if p.mask is not None:
-                counts = sum(m.sum(-1, keepdim=True).to(acc.dtype) for _, _, m in tiles)
+            if mask is not None:
+                counts = sum(m.sum(-1, keepdim=True).to(acc.dtype) for _, _, m in blocks)
                 counts = counts if isinstance(counts, Tensor) else acc.new_zeros(1, 1, 1, 1)
-        for ks, ke, m in tiles:
+        for ks, ke, m in blocks:
             s = p.score(q, k[:, :, ks:ke])  # (b, h, iq, jk)
             bias = self._slice(p.bias, qs, qe, ks, ke)
             s = at_least_float32(s if bias is None else s + bias)
@@ -271,10 +322,9 @@ class ChunkedBackend(Backend):
             if softmax:
                 if m is not None:
                     s = s.masked_fill(~m, float("-inf"))
-                new_max = torch.maximum(run_max, s.amax(-1, keepdim=True)).detach()
-                safe = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
-                e = torch.exp(s - safe)  # (b, h, iq, jk)
-                rescale = torch.exp(run_max - safe)
+                new_max = torch.maximum(run_max, safe_max(s))  # 0 while nothing is allowed
+                e = torch.exp(s - new_max)  # (b, h, iq, jk)
+                rescale = torch.exp(run_max - new_max)
                 run_sum = run_sum * rescale + e.sum(-1, keepdim=True)
                 e = F.dropout(e, p.dropout) if p.dropout > 0 else e
                 acc = acc * rescale + e @ vt
@@ -289,23 +339,35 @@ class ChunkedBackend(Backend):
         return acc.to(v.dtype)
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
-        b, _, i, j = p.shape
-        if p.mask is not None:
-            # Tiles evaluate the mask piecewise, never via dense(): validate its size once here.
-            mask = p.mask if isinstance(p.mask, Mask) else _Dense(p.mask)
+        b, h, i, j = p.shape
+        mask = p.mask_object()
+        if mask is not None:
+            # Blocks evaluate the mask piecewise, never via dense(): validate its size once here.
             mask.check(b, i + p.q_offset, j)
-        t = self.tile_size(p)
+        if p.q.numel() == 0 or j == 0:  # an empty batch (or no head): nothing to attend
+            return p.q.new_zeros(b, h, i, p.v.shape[-1]), None
+        t = self.block_for(p)
         outs = []
         for qs in range(0, i, t):
             qe = min(qs + t, i)
             qt = p.q[:, :, qs:qe]
             if p.needs_grad:
-                # Recompute the tile in backward: keeps training memory O(i * tile) too.
-                o = checkpoint(self._query_tile, p, qs, qe, qt, p.k, p.v, use_reentrant=False)
+                # Recompute the block in backward: keeps training memory O(i * block) too.
+                o = checkpoint(self._query_block, p, qs, qe, qt, p.k, p.v, use_reentrant=False)
             else:
-                o = self._query_tile(p, qs, qe, qt, p.k, p.v)
+                o = self._query_block(p, qs, qe, qt, p.k, p.v)
             outs.append(o)
         return torch.cat(outs, dim=2), None
+
+
+def check_backend_name(name: str) -> str:
+    """``name`` if it is ``"auto"`` or a registered backend, else a ``ValueError`` listing the
+    valid choices."""
+    if name != "auto" and name not in BACKENDS:
+        raise ValueError(
+            f"unknown backend {name!r}; valid choices: auto, {', '.join(BACKENDS.names())}"
+        )
+    return name
 
 
 def get_backend(name: str) -> Backend:
@@ -315,7 +377,7 @@ def get_backend(name: str) -> Backend:
     return BACKENDS.get(name)()
 
 
-#: below this many score elements, the reference path is as fast as tiling and returns weights
+#: below this many score elements, the reference path is as fast as blocking and returns weights
 _CHUNK_THRESHOLD = 1 << 24
 #: flex pays a compile and a block-mask build; worth it only for long, sparse problems
 _FLEX_MIN_KEYS = 2048
@@ -327,9 +389,8 @@ def select_backend(p: Problem) -> Backend:
     b, h, i, j = p.shape
     if p.need_weights:
         return ReferenceBackend()
-    sdpa_ok = SDPABackend().unsupported(p) is None
-    if sdpa_ok:
-        if isinstance(p.mask, Mask) and not isinstance(p.mask, _Dense) and j >= _FLEX_MIN_KEYS:
+    if SDPABackend().unsupported(p) is None:
+        if isinstance(p.mask, Mask) and not isinstance(p.mask, Dense) and j >= _FLEX_MIN_KEYS:
             flex = FlexBackend()
             if flex.unsupported(p) is None:
                 density = 1.0 - flex.block_mask(p).sparsity() / 100.0
@@ -342,7 +403,11 @@ def select_backend(p: Problem) -> Backend:
 
 
 def run_backend(name: str, p: Problem) -> tuple[Tensor, Tensor | None, str]:
-    """Run backend ``name`` (or ``"auto"``) on ``p``: ``(out, weights, backend_name)``."""
+    """Run backend ``name`` (or ``"auto"``) on ``p``: ``(out, weights, backend_name)``.
+
+    Backends compute on what they are given: zeroing the keys and values of padding
+    (:func:`attnlab.functional.zero_dead_keys`) is the caller's (the kernel's) job.
+    """
     backend = select_backend(p) if name == "auto" else get_backend(name)
     reason = backend.unsupported(p)
     if reason is not None:

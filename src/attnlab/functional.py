@@ -12,7 +12,11 @@ computes this for all pairs at once with matrix products: it is the readable ref
 every fast backend is tested against.
 
 Scores and normalisations live in registries (:data:`SCORES`, :data:`NORMALIZATIONS`); a new
-one is a few lines (see :class:`DotScore` and :class:`ReLUNorm`).
+one is a few lines (see :class:`DotScore` and :class:`ReLUNorm`) and satisfies the
+:class:`Score` or :class:`Normalization` protocol that the backends rely on.
+
+:func:`masked_softmax` and :func:`safe_max` are the package's one masked softmax and one
+"max that is 0 where nothing is allowed"; the backends and every efficient kernel use them.
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim,
 ``e`` value head dim, ``a`` hidden size of the additive score.
@@ -21,16 +25,18 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .masks import Mask, check_mask_tensor
+from .masks import Mask, check_mask, check_pair_shape, live_keys
 from .registry import Registry
 
 __all__ = [
+    "Score",
+    "Normalization",
     "SCORES",
     "NORMALIZATIONS",
     "DotScore",
@@ -46,7 +52,59 @@ __all__ = [
     "get_score",
     "get_normalize",
     "key_counts",
+    "at_least_float32",
+    "masked_softmax",
+    "safe_max",
+    "zero_dead_keys",
+    "check_bias",
 ]
+
+
+@runtime_checkable
+class Score(Protocol):
+    """What the backends need of a relevance score: ``(q (b,h,i,d), k (b,h,j,d)) -> (b,h,i,j)``.
+
+    Attributes:
+        name: its registered name.
+        pair_cost: score elements materialised per (query, key) pair and head (1 for dot
+            products; the additive score's hidden size), used to size the chunked backend's
+            blocks.
+    """
+
+    name: str
+    pair_cost: int
+
+    def fused_scale(self, head_dim: int) -> float | None:
+        """The ``scale`` under which fused dot-product kernels (SDPA, flex) compute this score,
+        or None if it is no scaled dot product."""
+        ...
+
+    def __call__(self, q: Tensor, k: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class Normalization(Protocol):
+    """What the backends need of a normalisation: scores ``(b,h,i,j)`` to weights.
+
+    Attributes:
+        name: its registered name.
+        elementwise: True when :math:`a_{ij} = f(\\alpha_{ij}, n_i)` with ``n_i`` the number of
+            allowed keys (:meth:`weights`), so key blocks normalise independently; False for
+            softmax, which the chunked backend computes online.
+    """
+
+    name: str
+    elementwise: bool
+
+    def __call__(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        """Weights, zero where ``mask`` (True = may attend) forbids, float32 or wider."""
+        ...
+
+    def weights(self, scores: Tensor, counts: Tensor) -> Tensor:
+        """Elementwise normalisations only: weights from scores and ``counts`` ``(..., i, 1)``
+        of allowed keys, before masking."""
+        ...
+
 
 SCORES: Registry = Registry("score")
 NORMALIZATIONS: Registry = Registry("normalization")
@@ -58,6 +116,7 @@ class DotScore:
     """Dot-product relevance :math:`\\alpha_{ij} = q_i \\cdot k_j` (Luong et al. 2015)."""
 
     name = "dot"
+    pair_cost = 1
 
     def fused_scale(self, head_dim: int) -> float | None:
         """The ``scale`` under which fused dot-product kernels compute this score (or None)."""
@@ -111,7 +170,7 @@ class AdditiveScore(nn.Module):
             torch.empty(heads, hidden).uniform_(-1 / hidden**0.5, 1 / hidden**0.5)
         )
         #: score elements materialised per (query, key) pair and head (chunked backend sizing)
-        self.pair_cost = hidden
+        self.pair_cost: int = hidden
 
     def fused_scale(self, head_dim: int) -> float | None:
         return None
@@ -123,7 +182,7 @@ class AdditiveScore(nn.Module):
         return torch.einsum("bhija,ha->bhij", hidden, self.w.to(hidden.dtype))
 
 
-def make_score(name: str, *, head_dim: int, heads: int):
+def make_score(name: str, *, head_dim: int, heads: int) -> Score:
     """Build the score ``name``; parametric scores get their own parameters."""
     cls = SCORES.get(name)
     if isinstance(cls, type) and issubclass(cls, nn.Module):
@@ -132,7 +191,7 @@ def make_score(name: str, *, head_dim: int, heads: int):
 
 
 def get_score(score):
-    """Resolve ``score`` (a name or a callable) for :func:`attend`."""
+    """Resolve ``score`` (a name, a :class:`Score` or any callable ``(q, k) -> scores``)."""
     if not isinstance(score, str):
         return score
     cls = SCORES.get(score)
@@ -144,12 +203,54 @@ def get_score(score):
     return cls()
 
 
-# ---- normalisations: scores (b,h,i,j) -> weights (b,h,i,j) ----------------------------------
+# ---- the one masked softmax -----------------------------------------------------------------
 def at_least_float32(t: Tensor) -> Tensor:
     """``t`` in float32, or in its own dtype if that is wider (float64 stays float64)."""
     return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
+def safe_max(s: Tensor, dim: int | tuple[int, ...] = -1) -> Tensor:
+    """``s.amax(dim, keepdim=True)``, with 0 where every entry is ``-inf`` (nothing allowed),
+    detached: the shift of a softmax or of ``exp`` features, which cancels exactly, so that
+    ``exp(s - max)`` never overflows and never computes ``-inf - (-inf)``."""
+    m = s.detach().amax(dim, keepdim=True)
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+
+
+def masked_softmax(scores: Tensor, allowed: Tensor | None = None, dim: int = -1) -> Tensor:
+    """Softmax over the entries ``allowed`` (boolean, broadcastable; None = all), in float32 or
+    wider; a row with no allowed entry gets zeros, not NaN, and finite gradients.
+
+    Without a mask this is ``torch.softmax`` itself (one fused kernel, forward and backward).
+    With one, forbidden scores become the dtype's lowest finite value rather than ``-inf``, so
+    a fully forbidden row is a uniform softmax (never ``-inf - (-inf) = NaN``, in either pass)
+    that the final ``masked_fill`` zeroes; in a row with an allowed entry they underflow to
+    exactly 0. NaN or inf at a forbidden position (a NaN padded key) is replaced, so it cannot
+    leak.
+    """
+    dtype = torch.promote_types(scores.dtype, torch.float32)
+    if allowed is None:
+        return torch.softmax(scores, dim, dtype=dtype)
+    low = torch.finfo(scores.dtype).min
+    w = torch.softmax(scores.masked_fill(~allowed, low), dim, dtype=dtype)
+    return w.masked_fill(~allowed, 0.0)
+
+
+def zero_dead_keys(k: Tensor, v: Tensor, live: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``k, v`` (``(b, h, j, d)``) with zeros at keys no query may attend to.
+
+    Masked weights are zero, but ``0 * NaN = NaN``: a NaN or inf in a padded key or value
+    (uninitialised padding, a diverged encoder) would otherwise reach every real output, and
+    the gradients of real outputs. ``live`` is :meth:`attnlab.masks.Mask.live_keys`'s
+    ``(b, h, 1, j)`` boolean (None: nothing to zero).
+    """
+    if live is None:
+        return k, v
+    dead = ~live.to(k.device).transpose(-2, -1)  # (b, h, j, 1)
+    return k.masked_fill(dead, 0.0), v.masked_fill(dead, 0.0)
+
+
+# ---- normalisations: scores (b,h,i,j) -> weights (b,h,i,j) ----------------------------------
 def key_counts(mask: Tensor | None, kv_len: int, like: Tensor) -> Tensor:
     """Number of keys each query may attend to, shaped ``(..., i, 1)``, in ``like``'s dtype."""
     if mask is None:
@@ -159,7 +260,8 @@ def key_counts(mask: Tensor | None, kv_len: int, like: Tensor) -> Tensor:
 
 @NORMALIZATIONS.register("softmax")
 class SoftmaxNorm:
-    """:math:`a_{ij} = e^{\\alpha_{ij}} / \\sum_{j'} e^{\\alpha_{ij'}}` over allowed keys.
+    """:math:`a_{ij} = e^{\\alpha_{ij}} / \\sum_{j'} e^{\\alpha_{ij'}}` over allowed keys
+    (:func:`masked_softmax`).
 
     Computed in float32 even under bf16 autocast (the exponent of a bf16 logit loses most of its
     precision). A query with no allowed key gets all-zero weights, not NaN.
@@ -169,17 +271,18 @@ class SoftmaxNorm:
     elementwise = False
 
     def __call__(self, scores: Tensor, mask: Tensor | None) -> Tensor:
-        s = at_least_float32(scores)
-        if mask is not None:
-            s = s.masked_fill(~mask, float("-inf"))
-        m = s.amax(-1, keepdim=True)
-        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
-        e = torch.exp(s - m)
-        return e / e.sum(-1, keepdim=True).clamp_min(torch.finfo(e.dtype).tiny)
+        return masked_softmax(scores, mask)
+
+    def weights(self, scores: Tensor, counts: Tensor) -> Tensor:
+        raise TypeError("softmax is not elementwise: its weights depend on the whole row")
 
 
 class _Elementwise:
-    """Normalisations of the form :math:`a_{ij} = f(\\alpha_{ij}, n_i)`, ``n_i`` = allowed keys."""
+    """Normalisations of the form :math:`a_{ij} = f(\\alpha_{ij}, n_i)`, ``n_i`` = allowed keys.
+
+    Each weight depends on its own score and the row's count only: a row need not sum to one,
+    and weights are computed in float32 or wider, zero where masked.
+    """
 
     elementwise = True
 
@@ -198,6 +301,8 @@ class ReLUNorm(_Elementwise):
 
     Dividing by the number of attended keys ``n_i`` keeps :math:`\\sum_j a_{ij}` of order one, as
     softmax's weights are, whatever the sequence length; without it, outputs grow with ``n``.
+    Each row sums to the mean, over its allowed keys, of the scores' positive parts; a row
+    whose allowed scores are all negative attends to nothing (zero output).
     """
 
     name = "relu"
@@ -211,7 +316,9 @@ class SigmoidNorm(_Elementwise):
     """:math:`a_{ij} = \\sigma(\\alpha_{ij} - \\log n_i)` (Ramapuram et al. 2024).
 
     The ``-log n`` bias makes the initial weights sum to about one, like softmax's, so training
-    starts stable at any length; rows are not forced to sum to one.
+    starts stable at any length; rows are not forced to sum to one. Allowed weights lie in
+    ``(0, 1)``, increase with the score, and a row of equal scores ``s`` sums to
+    :math:`n\\sigma(s - \\log n)`, one at ``s = 0`` for large ``n``.
     """
 
     name = "sigmoid"
@@ -274,8 +381,12 @@ def attend(
         score: a name from :data:`SCORES` or a callable ``(q, k) -> (b, h, i, j)``.
         normalize: a name from :data:`NORMALIZATIONS` or a normalisation object.
         mask: boolean, broadcastable to ``(b, h, i, j)``, True = may attend; or a
-            :class:`~attnlab.masks.Mask`.
-        bias: float tensor broadcastable to ``(b, h, i, j)`` added to the scores.
+            :class:`~attnlab.masks.Mask`. Keys no query may attend to (padding) have their
+            keys and values zeroed first (:func:`zero_dead_keys`).
+        bias: float tensor ``(i, j)`` or ``(b, h, i, j)`` (sizes of 1 broadcast) added to the
+            scores, e.g. relative-position biases or Hugging Face's additive masks; finite
+            values (a row that is ``-inf`` everywhere gives NaN, as in torch: forbid pairs with
+            ``mask`` instead).
         dropout: dropout probability on the weights (only when ``training``).
         training: apply dropout.
         q_offset: position of the first query (for masks, under incremental decoding).
@@ -291,10 +402,12 @@ def attend(
         )
     b, h, i, _ = q.shape
     j = k.shape[2]
+    check_mask(mask, b, h, i, j, q_offset=q_offset)
+    if bias is not None:
+        check_bias(bias, b, h, i, j)
+    k, v = zero_dead_keys(k, v, live_keys(mask, b, j))  # 0 * NaN = NaN: see zero_dead_keys
     if isinstance(mask, Mask):
         mask = mask.dense(b, h, i, j, q_offset=q_offset, device=q.device)
-    elif mask is not None:
-        check_mask_tensor(mask, b, h, i, j)
     s = get_score(score)(q, k)  # (b, h, i, j)
     if bias is not None:
         s = s + bias
@@ -304,3 +417,15 @@ def attend(
     # Under autocast the weights stay in float32, as autocast's own softmax returns them;
     # cast to bf16 their rows would no longer sum to one (bf16 has 8 bits of mantissa).
     return AttendOutput(out, w if torch.is_autocast_enabled(q.device.type) else w.to(q.dtype))
+
+
+def check_bias(bias: Tensor, batch: int, heads: int | None, q_len: int, kv_len: int) -> None:
+    """Validate an additive score bias: a float tensor of shape ``(i, j)`` or ``(b, h, i, j)``
+    (sizes of 1 broadcast; the same shapes as a mask, the ambiguous ``(b, j)`` refused)."""
+    if not isinstance(bias, Tensor) or not bias.is_floating_point():
+        got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
+        raise ValueError(
+            f"bias must be a float tensor added to the scores, broadcastable to (b, h, i, j); "
+            f"got {got}. To forbid pairs pass a boolean mask= (True = may attend)"
+        )
+    check_pair_shape(bias, "bias", batch, heads, q_len, kv_len)

@@ -21,15 +21,21 @@ kernel                    paper                                  causal      cos
 ========================  =====================================  ==========  =================
 
 Every kernel honours key padding; the sparse ones (local, longformer, bigbird) and the
-synthesizer honour any mask; a mask a kernel cannot apply raises, it is never ignored.
+synthesizer honour any mask; a mask a kernel cannot apply raises, it is never ignored. All of
+them implement the package's one kernel protocol, :class:`attnlab.kernels.AttentionKernel`;
+the exact maths (:class:`attnlab.kernels.ExactKernel`) is the layers' default kernel and is not
+registered here.
+
+One word per concept in the options: ``window`` is a radius (keys at ``|i - j| <= window``, as
+:func:`attnlab.masks.local`), ``block`` a block length, ``backend`` the way a sparse kernel
+computes (``impl`` and ``chunk`` are deprecated names of ``backend`` and ``block``).
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from typing import Any
-
-from torch import nn
 
 from ..registry import Registry
 from .base import AttentionKernel, MaskParts, is_causal, padding_lengths, split_mask
@@ -48,6 +54,7 @@ __all__ = [
     "KERNELS",
     "make_kernel",
     "kernel_options",
+    "check_kernel_options",
     "AttentionKernel",
     "MaskParts",
     "split_mask",
@@ -74,26 +81,33 @@ for _cls in (
 
 
 def kernel_options(name: str) -> dict[str, Any]:
-    """The options of kernel ``name`` and their defaults (``dim`` and ``heads`` excluded)."""
+    """The options of kernel ``name`` and their defaults (``dim`` and ``heads`` excluded, and
+    deprecated names, which :func:`make_kernel` still accepts, too)."""
     cls = KERNELS.get(name)
     params = inspect.signature(cls.__init__).parameters
+    skip = {"dim", "heads", *cls.deprecated_options}
     return {
         p.name: p.default
         for p in params.values()
-        if p.kind is p.KEYWORD_ONLY and p.name not in ("dim", "heads")
+        if p.kind is p.KEYWORD_ONLY and p.name not in skip
     }
 
 
-def make_kernel(name: str, *, dim: int, heads: int, **options: Any) -> nn.Module:
+def check_kernel_options(name: str, options: Iterable[str]) -> None:
+    """Raise ``ValueError`` naming the unknown options of kernel ``name`` and listing its valid
+    options with their defaults (deprecated names count as known)."""
+    valid = kernel_options(name)
+    unknown = sorted(set(options) - set(valid) - set(KERNELS.get(name).deprecated_options))
+    if unknown:
+        listed = ", ".join(f"{k}={v!r}" for k, v in valid.items()) or "none"
+        raise ValueError(f"kernel {name!r} has no option(s) {unknown}; valid options: {listed}")
+
+
+def make_kernel(name: str, *, dim: int, heads: int, **options: Any) -> AttentionKernel:
     """Build the kernel registered as ``name`` for ``heads`` heads of ``dim // heads``.
 
     An unknown name lists the valid kernels; an unknown option lists the valid options of that
     kernel with their defaults.
     """
-    cls = KERNELS.get(name)
-    valid = kernel_options(name)
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        listed = ", ".join(f"{k}={v!r}" for k, v in valid.items()) or "none"
-        raise ValueError(f"kernel {name!r} has no option(s) {unknown}; valid options: {listed}")
-    return cls(dim=dim, heads=heads, **options)
+    check_kernel_options(name, options)
+    return KERNELS.get(name)(dim=dim, heads=heads, **options)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..kernels.base import renamed_option
 from ..masks import Mask
 from ._sparse import dedupe, full_rows, gathered_attention
 from .base import AttentionKernel, MaskParts
-from .local import check_impl, exact_attention
+from .local import check_backend, exact_attention
 
 __all__ = ["BigBirdKernel", "BigBirdMask", "random_blocks"]
 
@@ -40,7 +41,8 @@ class BigBirdMask(Mask):
 
     Args:
         block: block length.
-        window: sliding blocks on each side.
+        window: sliding blocks on each side (a radius in blocks, as ``masks.local``'s window is
+            in positions).
         globals_: the first ``globals_`` blocks are global.
         random: ``(r, s)`` random key block ids per query block (-1 = none).
     """
@@ -90,12 +92,14 @@ class BigBirdKernel(AttentionKernel):
     Args:
         dim, heads: model width and number of heads (head dim ``d = dim // heads``).
         block: block length (default 64).
-        window_blocks: sliding blocks on each side ``w`` (default 1: 3 blocks, as the paper).
+        window_blocks: sliding blocks on each side ``w``, a radius in blocks (default 1: 3
+            blocks, as the paper).
         global_blocks: leading global blocks (default 1).
         random_blocks: random key blocks per query block (default 3, as the paper).
         seed: seed of the random blocks (default 0).
-        impl: ``"auto"`` (default: gathered blocks when sparse, else exact backends),
+        backend: ``"auto"`` (default: gathered blocks when sparse, else exact backends),
             ``"banded"`` (gathered blocks), ``"exact"`` or an exact backend's name.
+        impl: deprecated name of ``backend``.
 
     Complexity: time ``O(n (2w + 1 + s + g) c d)`` with ``c = block``; memory likewise.
     """
@@ -103,6 +107,7 @@ class BigBirdKernel(AttentionKernel):
     name = "bigbird"
     supports_causal = True
     supports_structured = True
+    deprecated_options = {"impl": "backend"}
 
     def __init__(
         self,
@@ -114,7 +119,8 @@ class BigBirdKernel(AttentionKernel):
         global_blocks: int = 1,
         random_blocks: int = 3,
         seed: int = 0,
-        impl: str = "auto",
+        backend: str = "auto",
+        impl: str | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         for key, val, low in (
@@ -127,8 +133,14 @@ class BigBirdKernel(AttentionKernel):
                 raise ValueError(f"{key} must be an int >= {low}, got {val!r}")
         self.block, self.window_blocks = block, window_blocks
         self.global_blocks, self.random_count = global_blocks, random_blocks
-        self.seed, self.impl = seed, check_impl(impl)
+        backend = renamed_option(self.name, "impl", "backend", impl, backend)
+        self.seed, self.backend = seed, check_backend(backend)
         self._tables: dict[int, Tensor] = {}
+
+    @property
+    def impl(self) -> str:
+        """Deprecated name of :attr:`backend`."""
+        return self.backend
 
     def pattern(self, n: int) -> BigBirdMask:
         """The block pattern for sequences of up to ``n`` tokens (random blocks fixed by seed)."""
@@ -152,10 +164,10 @@ class BigBirdKernel(AttentionKernel):
         blocks = -(-j // self.block)
         per_block = min(blocks, 2 * self.window_blocks + 1 + self.random_count + self.global_blocks)
         sparse = 2 * per_block * self.block <= j and q_offset % self.block == 0
-        if self.impl == "banded" and q_offset % self.block:
+        if self.backend == "banded" and q_offset % self.block:
             raise ValueError("bigbird: the gathered path needs q_offset to be a multiple of block")
-        if not (self.impl == "banded" or (self.impl == "auto" and sparse)):
-            return exact_attention(q, k, v, mask, q_offset=q_offset, impl=self.impl)
+        if not (self.backend == "banded" or (self.backend == "auto" and sparse)):
+            return exact_attention(q, k, v, mask, q_offset=q_offset, backend=self.backend)
         # Key blocks of each query block: sliding, random, global; each once; -1 = none.
         first = q_offset // self.block
         rq = -(-i // self.block)
@@ -176,5 +188,5 @@ class BigBirdKernel(AttentionKernel):
         return (
             f"block={self.block}, window_blocks={self.window_blocks}, "
             f"global_blocks={self.global_blocks}, random_blocks={self.random_count}, "
-            f"seed={self.seed}, impl={self.impl!r}"
+            f"seed={self.seed}, backend={self.backend!r}"
         )

@@ -2,7 +2,7 @@
 causal form as an RNN.
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` feature
-(head) dim, ``e`` value head dim, ``r`` chunks, ``c`` chunk length.
+(head) dim, ``e`` value head dim, ``r`` blocks, ``c`` block length.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..kernels.base import renamed_option
 from .base import AttentionKernel, MaskParts
 
 __all__ = ["LinearKernel", "LinearState", "linear_attention", "elu_feature_map"]
@@ -29,7 +30,14 @@ def _ratio(num: Tensor, den: Tensor) -> Tensor:
 
 
 def linear_attention(
-    phi_q: Tensor, phi_k: Tensor, v: Tensor, *, causal: bool, q_offset: int = 0, chunk: int = 64
+    phi_q: Tensor,
+    phi_k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    q_offset: int = 0,
+    block: int = 64,
+    chunk: int | None = None,
 ) -> Tensor:
     r"""Kernelised attention :math:`o_i = \phi(q_i)^\top S / \phi(q_i)^\top z` with
     :math:`S = \sum_j \phi(k_j) v_j^\top` and :math:`z = \sum_j \phi(k_j)`, the sums running over
@@ -37,10 +45,11 @@ def linear_attention(
 
     Keys that must not be attended to (padding) should come with :math:`\phi(k_j) = 0`.
 
-    The causal form is computed chunk by chunk (a vectorised prefix sum): within a chunk of
-    ``c`` queries, a masked ``c x c`` product; across chunks, the running state ``S`` (exclusive
-    cumulative sum of per-chunk ``phi(K)^T V``). Time ``O(n c d + n d e)``, memory
-    ``O(n d e / c)``, instead of the ``O(n d e)`` of a cumulative sum of outer products.
+    The causal form is computed block by block (a vectorised prefix sum): within a block of
+    ``c`` queries, a masked ``c x c`` product; across blocks, the running state ``S`` (exclusive
+    cumulative sum of per-block ``phi(K)^T V``). Time ``O(n c d + n d e)``, memory
+    ``O(n d e / c)``, instead of the ``O(n d e)`` of a cumulative sum of outer products. No
+    output depends on a later key, not even through rounding.
 
     Args:
         phi_q: ``(b, h, i, d)`` non-negative query features.
@@ -48,11 +57,13 @@ def linear_attention(
         v: ``(b, h, j, e)``.
         causal: query ``t`` (position ``q_offset + t``) sees keys ``j <= q_offset + t`` only.
         q_offset: position of the first query (incremental decoding).
-        chunk: chunk length ``c`` of the causal form.
+        block: block length ``c`` of the causal form.
+        chunk: deprecated name of ``block``.
 
     Returns:
         ``(b, h, i, e)`` in float32 or wider.
     """
+    block = renamed_option("linear_attention", "chunk", "block", chunk, block)
     dtype = torch.promote_types(torch.promote_types(phi_q.dtype, v.dtype), torch.float32)
     phi_q, phi_k, v = phi_q.to(dtype), phi_k.to(dtype), v.to(dtype)
     if not causal:
@@ -68,22 +79,22 @@ def linear_attention(
     s0 = torch.einsum("bhjd,bhje->bhde", phi_k[:, :, :start], v[:, :, :start])  # (b, h, d, e)
     z0 = phi_k[:, :, :start].sum(2)  # (b, h, d)
     phi_k, v = phi_k[:, :, start : start + i], v[:, :, start : start + i]
-    r = -(-i // chunk)
-    pad_q, pad_k = r * chunk - i, r * chunk - phi_k.shape[2]
-    qc = F.pad(phi_q, (0, 0, 0, pad_q)).view(b, h, r, chunk, d)  # (b, h, r, c, d)
-    kc = F.pad(phi_k, (0, 0, 0, pad_k)).view(b, h, r, chunk, d)  # zero features: no key
-    vc = F.pad(v, (0, 0, 0, pad_k)).view(b, h, r, chunk, e)  # (b, h, r, c, e)
-    tri = torch.ones(chunk, chunk, dtype=torch.bool, device=qc.device).tril()
-    a = (qc @ kc.transpose(-2, -1)).masked_fill(~tri, 0.0)  # (b, h, r, c, c) within chunk
-    kv = kc.transpose(-2, -1) @ vc  # (b, h, r, d, e) per chunk
-    # Exclusive prefix sums by shifting, not "cumsum - own term": a large chunk would cancel
+    r = -(-i // block)
+    pad_q, pad_k = r * block - i, r * block - phi_k.shape[2]
+    qc = F.pad(phi_q, (0, 0, 0, pad_q)).view(b, h, r, block, d)  # (b, h, r, c, d)
+    kc = F.pad(phi_k, (0, 0, 0, pad_k)).view(b, h, r, block, d)  # zero features: no key
+    vc = F.pad(v, (0, 0, 0, pad_k)).view(b, h, r, block, e)  # (b, h, r, c, e)
+    tri = torch.ones(block, block, dtype=torch.bool, device=qc.device).tril()
+    a = (qc @ kc.transpose(-2, -1)).masked_fill(~tri, 0.0)  # (b, h, r, c, c) within block
+    kv = kc.transpose(-2, -1) @ vc  # (b, h, r, d, e) per block
+    # Exclusive prefix sums by shifting, not "cumsum - own term": a large block would cancel
     # the earlier ones' rounding away and so reach back into its own earlier queries.
-    state = F.pad(kv.cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :r] + s0.unsqueeze(2)  # before chunk
+    state = F.pad(kv.cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :r] + s0.unsqueeze(2)  # before block
     z = kc.sum(3)  # (b, h, r, d)
     z_before = F.pad(z.cumsum(2), (0, 0, 1, 0))[:, :, :r] + z0.unsqueeze(2)
     num = a @ vc + qc @ state  # (b, h, r, c, e)
     den = a.sum(-1) + torch.einsum("bhrcd,bhrd->bhrc", qc, z_before)
-    return _ratio(num, den).reshape(b, h, r * chunk, e)[:, :, :i]
+    return _ratio(num, den).reshape(b, h, r * block, e)[:, :, :i]
 
 
 class LinearState(NamedTuple):
@@ -111,21 +122,29 @@ class LinearKernel(AttentionKernel):
 
     Args:
         dim, heads: model width and number of heads (head dim ``d = dim // heads``).
-        chunk: chunk length of the parallel causal form (default 64); it changes the speed,
+        block: block length of the parallel causal form (default 64); it changes the speed,
             not the result.
+        chunk: deprecated name of ``block``.
 
     Complexity: time ``O(n d e)``, memory ``O(n (d + e))`` (non-causal) or
-    ``O(n c + n d e / c)`` (causal, chunked); a decoding step ``O(d e)``.
+    ``O(n c + n d e / c)`` (causal, in blocks); a decoding step ``O(d e)``.
     """
 
     name = "linear"
     supports_causal = True
+    deprecated_options = {"chunk": "block"}
 
-    def __init__(self, *, dim: int, heads: int, chunk: int = 64) -> None:
+    def __init__(self, *, dim: int, heads: int, block: int = 64, chunk: int | None = None) -> None:
         super().__init__(dim=dim, heads=heads)
-        if not isinstance(chunk, int) or chunk <= 0:
-            raise ValueError(f"chunk must be a positive int, got {chunk!r}")
-        self.chunk = chunk
+        block = renamed_option(self.name, "chunk", "block", chunk, block)
+        if not isinstance(block, int) or block <= 0:
+            raise ValueError(f"block must be a positive int, got {block!r}")
+        self.block = block
+
+    @property
+    def chunk(self) -> int:
+        """Deprecated name of :attr:`block`."""
+        return self.block
 
     def feature_map(self, x: Tensor) -> Tensor:
         return elu_feature_map(x)
@@ -135,10 +154,10 @@ class LinearKernel(AttentionKernel):
     ) -> Tensor:
         phi_q, phi_k = self.feature_map(q), self.feature_map(k)
         if parts.key_valid is not None:
-            # phi(k) = 0 for padded keys: they add nothing to either sum.
+            # phi(k) = 0 for padded keys (phi(0) = 1 is not): they add nothing to either sum.
             phi_k = phi_k.masked_fill(~parts.key_valid.transpose(-2, -1), 0.0)  # (b, 1, j, 1)
         out = linear_attention(
-            phi_q, phi_k, v, causal=parts.causal, q_offset=q_offset, chunk=self.chunk
+            phi_q, phi_k, v, causal=parts.causal, q_offset=q_offset, block=self.block
         )
         return out.to(v.dtype)
 
@@ -173,4 +192,4 @@ class LinearKernel(AttentionKernel):
         return _ratio(num, den).to(v_t.dtype), LinearState(s, z)
 
     def extra_repr(self) -> str:
-        return f"chunk={self.chunk}"
+        return f"block={self.block}"

@@ -65,9 +65,8 @@ class LinformerKernel(AttentionKernel):
         e = self.e_proj[:, :j].to(k.dtype)  # (k, j)
         f = e if self.f_proj is None else self.f_proj[:, :j].to(v.dtype)
         allowed = None
-        if parts.key_valid is not None:
+        if parts.key_valid is not None:  # padded keys and values are already zero
             valid = parts.key_valid.transpose(-2, -1)  # (b, 1, j, 1)
-            k, v = k.masked_fill(~valid, 0.0), v.masked_fill(~valid, 0.0)
             # A compressed key that draws on no real key is no key at all: mask it (with E = I
             # this is exactly key padding).
             real = (e.abs() @ valid[:, 0].to(e.dtype)).squeeze(-1) > 0  # (b, k)

@@ -10,29 +10,52 @@ from torch import Tensor
 from .. import masks
 from ..backends import BACKENDS, Problem, run_backend
 from ..functional import ScaledDotScore, SoftmaxNorm
+from ..kernels.base import renamed_option
 from ..masks import Mask
 from ._sparse import band_index, gathered_attention
 from .base import AttentionKernel, MaskParts
 
-__all__ = ["LocalKernel", "exact_attention", "check_impl", "default_block", "sliding_band"]
+__all__ = [
+    "LocalKernel",
+    "exact_attention",
+    "check_backend",
+    "check_impl",
+    "default_block",
+    "sliding_band",
+]
+
+
+def check_backend(backend: str) -> str:
+    """Validate a sparse kernel's ``backend`` option: ``"auto"``, ``"banded"``, ``"exact"`` or
+    an exact backend's name."""
+    if backend not in ("auto", "banded", "exact") and backend not in BACKENDS:
+        raise ValueError(
+            f"backend must be 'auto', 'banded', 'exact' or an exact backend "
+            f"({', '.join(BACKENDS.names())}), got {backend!r}"
+        )
+    return backend
 
 
 def check_impl(impl: str) -> str:
-    """Validate a sparse kernel's ``impl`` option."""
-    if impl not in ("auto", "banded", "exact") and impl not in BACKENDS:
-        raise ValueError(
-            f"impl must be 'auto', 'banded', 'exact' or an exact backend ({BACKENDS.names()}), "
-            f"got {impl!r}"
-        )
-    return impl
+    """Deprecated name of :func:`check_backend`."""
+    return check_backend(impl)
 
 
 def exact_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, *, q_offset: int, impl: str
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Mask | None,
+    *,
+    q_offset: int,
+    backend: str = "auto",
+    impl: str | None = None,
 ) -> Tensor:
     """Exact scaled dot-product softmax attention under ``mask`` on the core's backends
-    (``impl``: a backend name, or ``"auto"`` / ``"exact"`` for the core's automatic choice)."""
-    name = "auto" if impl in ("auto", "exact") else impl
+    (``backend``: a backend name, or ``"auto"`` / ``"exact"`` / ``"banded"`` for the core's
+    automatic choice; ``impl`` is its deprecated name)."""
+    backend = renamed_option("exact_attention", "impl", "backend", impl, backend)
+    name = backend if backend in BACKENDS else "auto"
     p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=mask, q_offset=q_offset)
     out, _, _ = run_backend(name, p)
     return out
@@ -44,7 +67,7 @@ def default_block(window: int) -> int:
 
 
 def sliding_band(
-    impl: str,
+    backend: str,
     *,
     block: int,
     window: int,
@@ -57,13 +80,13 @@ def sliding_band(
     """Key positions of each query block's sliding-window band, ``(r, block + w + after)``
     (``after`` = ``w``, or 0 when causal), or None where the exact backends should run instead.
 
-    The banded path runs when ``impl="banded"``, or for ``impl="auto"`` when a query block's
-    keys (its band plus ``extra_keys``, e.g. global tokens) are at most half of the ``kv_len``
-    keys: for short sequences a dense fused kernel beats gathering.
+    The banded path runs when ``backend="banded"``, or for ``backend="auto"`` when a query
+    block's keys (its band plus ``extra_keys``, e.g. global tokens) are at most half of the
+    ``kv_len`` keys: for short sequences a dense fused kernel beats gathering.
     """
     after = 0 if causal else window
     keys = block + window + after + extra_keys
-    if not (impl == "banded" or (impl == "auto" and 2 * keys <= kv_len)):
+    if not (backend == "banded" or (backend == "auto" and 2 * keys <= kv_len)):
         return None
     blocks = -(-q_len // block)
     return band_index(blocks, block, before=window, after=after, q_offset=q_offset, kv_len=kv_len)
@@ -83,22 +106,24 @@ class LocalKernel(AttentionKernel):
     It is *exact* attention under ``masks.local(window)`` composed with the caller's mask, so
     every mask works (causal: ``0 <= i - j <= w``). Two ways to compute it, one visible switch:
 
-    * ``impl="banded"``: query blocks of ``block`` gather the band of ``block + 2w`` keys
+    * ``backend="banded"``: query blocks of ``block`` gather the band of ``block + 2w`` keys
       around them (:mod:`attnlab.efficient._sparse`): ``O(n w d)`` time, ``O(n w)`` memory,
       forward and backward.
-    * ``impl="sdpa" | "flex" | "chunked" | "reference"`` (or ``"exact"``: the core's ``auto``
-      choice): the exact backends of :mod:`attnlab.backends` under ``local(w) & mask``.
-      FlexAttention skips masked tiles but runs forward only on CPU and compiles per shape;
-      ``chunked`` still evaluates the mask on every tile, ``O(n^2)``.
+    * ``backend="sdpa" | "flex" | "chunked" | "reference"`` (or ``"exact"``: the core's
+      ``auto`` choice): the exact backends of :mod:`attnlab.backends` under
+      ``local(w) & mask``. FlexAttention skips masked blocks but runs forward only on CPU and
+      compiles per shape; ``chunked`` still evaluates the mask on every block, ``O(n^2)``.
 
-    ``impl="auto"`` (default) takes ``banded`` when the band is at most half of the keys, else
-    the exact backends (for short sequences a dense fused kernel beats gathering).
+    ``backend="auto"`` (default) takes ``banded`` when the band is at most half of the keys,
+    else the exact backends (for short sequences a dense fused kernel beats gathering).
 
     Args:
         dim, heads: model width and number of heads (head dim ``d = dim // heads``).
-        window: ``w``, keys at ``|i - j| <= w`` (default 128). ``w >= n - 1`` is full attention.
+        window: ``w``, the radius: keys at ``|i - j| <= w`` (default 128), the same meaning as
+            :func:`attnlab.masks.local`'s. ``w >= n - 1`` is full attention.
         block: query block of the banded path (default ``min(max(w, 16), 256)``).
-        impl: ``"auto"`` (default), ``"banded"``, ``"exact"`` or an exact backend's name.
+        backend: ``"auto"`` (default), ``"banded"``, ``"exact"`` or an exact backend's name.
+        impl: deprecated name of ``backend``.
 
     Shapes: as :class:`~attnlab.efficient.base.AttentionKernel`.
 
@@ -108,6 +133,7 @@ class LocalKernel(AttentionKernel):
     name = "local"
     supports_causal = True
     supports_structured = True
+    deprecated_options = {"impl": "backend"}
 
     def __init__(
         self,
@@ -116,15 +142,22 @@ class LocalKernel(AttentionKernel):
         heads: int,
         window: int = 128,
         block: int | None = None,
-        impl: str = "auto",
+        backend: str = "auto",
+        impl: str | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         if not isinstance(window, int) or window < 0:
             raise ValueError(f"window must be an int >= 0, got {window!r}")
         if block is not None and (not isinstance(block, int) or block <= 0):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
-        self.window, self.impl = window, check_impl(impl)
+        backend = renamed_option(self.name, "impl", "backend", impl, backend)
+        self.window, self.backend = window, check_backend(backend)
         self.block = block or default_block(window)
+
+    @property
+    def impl(self) -> str:
+        """Deprecated name of :attr:`backend`."""
+        return self.backend
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
@@ -133,12 +166,12 @@ class LocalKernel(AttentionKernel):
         window = masks.local(self.window, causal=parts.causal)
         mask = window if parts.mask is None else window & parts.mask
         band = sliding_band(
-            self.impl, block=self.block, window=self.window, causal=parts.causal, q_len=i,
+            self.backend, block=self.block, window=self.window, causal=parts.causal, q_len=i,
             kv_len=j, q_offset=q_offset,
         )  # fmt: skip
         if band is None:
-            return exact_attention(q, k, v, mask, q_offset=q_offset, impl=self.impl)
+            return exact_attention(q, k, v, mask, q_offset=q_offset, backend=self.backend)
         return gathered_attention(q, k, v, band, block=self.block, mask=mask, q_offset=q_offset)
 
     def extra_repr(self) -> str:
-        return f"window={self.window}, block={self.block}, impl={self.impl!r}"
+        return f"window={self.window}, block={self.block}, backend={self.backend!r}"

@@ -137,9 +137,8 @@ class NystromKernel(AttentionKernel):
         m = self.landmarks
         dtype = torch.promote_types(q.dtype, torch.float32)
         q, k = q.to(dtype) / math.sqrt(q.shape[-1]), k.to(dtype)
+        # Padded keys and values are already zero (AttentionKernel.attention).
         key_valid = None if parts.key_valid is None else parts.key_valid[:, 0, 0]  # (b, j)
-        if key_valid is not None:
-            k = k.masked_fill(~key_valid[:, None, :, None], 0.0)
         query_valid = key_valid if (i == j and q_offset == 0) else None
         if query_valid is not None:
             q = q.masked_fill(~query_valid[:, None, :, None], 0.0)
@@ -160,8 +159,6 @@ class NystromKernel(AttentionKernel):
         else:
             a_pinv = torch.linalg.pinv(a)
         vv = v.to(dtype)
-        if key_valid is not None:
-            vv = vv.masked_fill(~key_valid[:, None, :, None], 0.0)
         out = f @ (a_pinv @ (bmat @ vv))  # (b, h, i, e), cheapest order: m x e in the middle
         if self.conv is not None:
             if i != j:
