@@ -53,7 +53,7 @@ def run_demo(out_dir: str = "runs/demo", quick: bool = False) -> int:
             f"training the {name} tagger on Brown ({cfg.model.encoder.kind} encoder) ...",
             flush=True,
         )
-        trainer = Trainer("pos", cfg)
+        trainer = Trainer("pos", cfg, overwrite=True)  # `make demo` again replaces its runs
         try:
             result = trainer.fit()
         finally:

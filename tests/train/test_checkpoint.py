@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.train import load_checkpoint, load_for_inference, save_checkpoint
+from attnlab.train import RunError, load_checkpoint, load_for_inference, save_checkpoint
 from attnlab.train.checkpoint import find_checkpoint
 
 from .helpers import Crash, CrashingToy, assert_same_tensors, run, strip_timing
@@ -100,9 +100,16 @@ def test_resume_of_a_finished_run_changes_nothing(tmp_path):
     assert_same_tensors(before["model"], load_checkpoint(tmp_path / "last.pt")["model"])
 
 
-def test_resume_without_checkpoint_starts_fresh(tmp_path):
-    result = run(tmp_path, "--train.epochs=1", resume=True)
-    assert result.steps == 6
+def test_resume_without_checkpoint_is_an_error(tmp_path):
+    # It used to start from scratch (steps == 6): a typo in out_dir restarted a long run under
+    # a new name. Now both a missing directory and one without last.pt are errors naming it.
+    with pytest.raises(RunError, match=f"resume: {tmp_path / 'typo'} does not exist"):
+        run(tmp_path / "typo", "--train.epochs=1", resume=True)
+    assert not (tmp_path / "typo").exists()  # nothing created under the mistyped name
+    with pytest.raises(RunError, match=f"no {tmp_path / 'last.pt'} to continue"):
+        run(tmp_path, "--train.epochs=1", resume=True)
+    assert list(tmp_path.iterdir()) == []
+    assert run(tmp_path, "--train.epochs=1").steps == 6  # without --resume: a new run
 
 
 def test_load_for_inference(tmp_path):

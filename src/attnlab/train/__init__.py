@@ -16,12 +16,16 @@ from .config import (
     to_dict,
 )
 from .distributed import DistEnv, init_distributed
+from .errors import DivergenceError, RunError, TrainingInterrupted
 from .result import TrainResult
 from .trainer import Trainer
 
 __all__ = [
     "Trainer",
     "TrainResult",
+    "RunError",
+    "DivergenceError",
+    "TrainingInterrupted",
     "RunConfig",
     "TrainConfig",
     "apply_overrides",

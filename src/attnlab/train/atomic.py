@@ -4,6 +4,11 @@ The data goes to a temporary file in the *same directory* (so the rename cannot 
 systems), is flushed and ``fsync``-ed, then ``os.replace`` swaps it in; the directory is
 ``fsync``-ed too so the rename survives a power loss. If writing fails, the temporary file is
 removed and the previous file is left untouched.
+
+A process killed mid-write (SIGKILL, power loss) cannot remove its temporary file: it stays as
+``.<name>.<random>.tmp`` beside ``<name>``. :func:`remove_stale_temp_files` removes those of
+given names; a run calls it on start and resume, holding the run directory's lock, so that no
+live writer of those names can be hit.
 """
 
 from __future__ import annotations
@@ -11,18 +16,25 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_text", "temp_file_pattern", "remove_stale_temp_files"]
+
+TEMP_SUFFIX = ".tmp"
+
+
+def temp_file_pattern(name: str) -> str:
+    """The glob of the temporary files that :func:`atomic_write` uses for a file ``name``."""
+    return f".{name}.*{TEMP_SUFFIX}"
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(f)`` on a temporary binary file, then atomically rename it to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -41,6 +53,25 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Atomically write ``text`` (UTF-8) to ``path``."""
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def remove_stale_temp_files(directory: str | Path, names: Iterable[str]) -> dict[Path, int]:
+    """Remove the temporary files that killed :func:`atomic_write` calls left for ``names`` in
+    ``directory``; return what was removed, with each file's size in bytes.
+
+    Only call it when no other process can be writing those names there (e.g. holding the
+    directory's lock): a live writer's temporary file matches the same pattern.
+    """
+    directory = Path(directory)
+    removed: dict[Path, int] = {}
+    for name in names:
+        for tmp in sorted(directory.glob(temp_file_pattern(name))):
+            if tmp.is_file() and not tmp.is_symlink():
+                with contextlib.suppress(FileNotFoundError):
+                    size = tmp.stat().st_size
+                    tmp.unlink()
+                    removed[tmp] = size
+    return removed
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -118,7 +118,10 @@ def load_for_inference(
 
 
 def config_changes(
-    old: Any, new: Any, *, ignore: frozenset[str] = frozenset({"out_dir", "train.resume"})
+    old: Any,
+    new: Any,
+    *,
+    ignore: frozenset[str] = frozenset({"out_dir", "train.resume", "train.overwrite"}),
 ) -> list[str]:
     """Dotted names whose values differ between two config dicts (e.g. a checkpoint's and the
     current run's), ignoring settings that do not affect training."""

@@ -71,7 +71,11 @@ class TrainConfig:
         num_workers: DataLoader worker processes for collation.
         log_every: log (and refresh the progress bar's postfix) every this many steps.
         device: ``"auto"`` (CUDA if available), ``"cpu"`` or ``"cuda"``.
-        resume: continue from ``out_dir/last.pt`` if it exists.
+        resume: continue the run in ``out_dir`` from its ``last.pt`` (an error if there is none).
+        overwrite: replace a run that ``out_dir`` already holds (without it, or ``resume``,
+            such a directory is refused).
+        max_bad_steps: steps with a non-finite loss or gradient that are skipped (no update)
+            before the run stops with an error (0: stop at the first).
     """
 
     epochs: int = 10
@@ -97,10 +101,12 @@ class TrainConfig:
     log_every: int = 50
     device: Literal["auto", "cpu", "cuda"] = "auto"
     resume: bool = False
+    overwrite: bool = False
+    max_bad_steps: int = 0
 
     def __post_init__(self) -> None:
         nonneg = ("max_steps", "batch_tokens", "warmup_steps", "patience", "eval_every",
-                  "checkpoint_every", "num_workers", "log_every")  # fmt: skip
+                  "checkpoint_every", "num_workers", "log_every", "max_bad_steps")  # fmt: skip
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ValueError(f"train.{name} must be >= 0, got {getattr(self, name)}")

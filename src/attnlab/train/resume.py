@@ -17,6 +17,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from .checkpoint import config_changes, load_checkpoint, save_checkpoint
 from .distributed import DistEnv, all_gather_object
+from .errors import RunError
 from .rng import get_rng_state, set_rng_state
 from .state import TrainState
 
@@ -76,26 +77,28 @@ def save_training_checkpoint(
 def find_resume_checkpoint(
     path: Path, cfg: RunConfig, env: DistEnv, *, resume: bool
 ) -> dict[str, Any] | None:
-    """The checkpoint to resume from, or ``None`` to start from scratch.
+    """The checkpoint to resume from, or ``None`` to start from scratch (``resume`` False).
 
-    Warns (on rank 0) when ``path`` exists but is not resumed (it will be overwritten), when
-    ``resume`` finds nothing there, and when the checkpoint was written with another config or
-    another number of ranks (the run then is not an exact continuation).
+    Warns (on rank 0) when the checkpoint was written with another config or another number of
+    ranks (the run then is not an exact continuation). Whether the run directory may be
+    started afresh is :func:`~attnlab.train.rundir.open_run_dir`'s decision.
 
     Args:
         path: the run's ``last.pt``.
         cfg: the current run configuration.
         env: this process's place in the run.
         resume: whether to resume at all.
+
+    Raises:
+        RunError: ``resume`` but ``path`` does not exist (a typo in ``out_dir`` must not
+            restart a long run from scratch under a new name).
     """
     if not resume:
-        if path.is_file() and env.is_main:
-            logger.warning("%s exists and will be overwritten (resume to continue it)", path)
         return None
     if not path.is_file():
-        if env.is_main:
-            logger.warning("resume: no %s, starting from scratch", path)
-        return None
+        raise RunError(
+            f"resume: no {path} to continue; check --out_dir, or start a new run without --resume"
+        )
     ckpt = load_checkpoint(path, map_location="cpu")
     changed = config_changes(ckpt["config"], cfg.to_dict())
     if changed and env.is_main:

@@ -31,6 +31,7 @@ class TrainState:
         bad_evals: consecutive evaluations without improvement (early stopping).
         stopped_early: patience ran out.
         last_eval_step: step of the latest evaluation (-1: none).
+        bad_steps: steps skipped for a non-finite loss or gradient (``train.max_bad_steps``).
         history: one row per evaluation (what ``metrics.csv`` holds).
     """
 
@@ -50,6 +51,7 @@ class TrainState:
     bad_evals: int = 0
     stopped_early: bool = False
     last_eval_step: int = -1
+    bad_steps: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def record_evaluation(

@@ -17,6 +17,17 @@ Then gradient clipping, AdamW (:mod:`~attnlab.train.optim`), the LR schedule
 early stopping with ``patience``, ``best.pt`` for the best dev score, ``last.pt`` to resume
 bit-exactly (:mod:`~attnlab.train.checkpoint`, :mod:`~attnlab.train.resume`), and a final
 test evaluation of the best model.
+
+A run never loses or misattributes its results:
+
+* the run directory is checked, locked and prepared before any data loads
+  (:mod:`~attnlab.train.rundir`): another run's directory is refused unless ``overwrite`` or
+  ``resume`` says what to do with it;
+* the first SIGINT / SIGTERM stops after the current step and saves ``last.pt``
+  (:mod:`~attnlab.train.interrupt`);
+* a non-finite loss or gradient never updates the weights: the step is skipped (at most
+  ``max_bad_steps`` times) or the run stops with :class:`~attnlab.train.errors.DivergenceError`;
+  a non-finite dev score never becomes ``best.pt``.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import logging
 import math
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,12 +52,22 @@ from attnlab.tasks import TASKS, Task
 from .batching import epoch_order, make_batches, rank_micro_batches
 from .checkpoint import BEST, LAST, load_checkpoint
 from .config import RunConfig, save_config
-from .distributed import all_reduce_sum, broadcast_object, init_distributed, shutdown, wrap_model
+from .distributed import (
+    all_reduce_sum,
+    barrier,
+    broadcast_object,
+    init_distributed,
+    shutdown,
+    wrap_model,
+)
+from .errors import DivergenceError, TrainingInterrupted
+from .interrupt import StopOnSignal
 from .metrics_log import write_metrics_csv, write_metrics_json
 from .optim import build_optimizer
 from .result import TrainResult
 from .resume import find_resume_checkpoint, restore_rng, restore_training, save_training_checkpoint
 from .rng import seed_everything
+from .rundir import open_run_dir
 from .schedule import build_scheduler
 from .state import TrainState
 
@@ -62,13 +84,20 @@ class Trainer:
     Args:
         task: a :class:`Task` instance, or its registry name.
         cfg: the resolved run configuration (``cfg.train`` drives the trainer).
-        resume: continue from ``out_dir/last.pt`` (default: ``cfg.train.resume``); without a
-            checkpoint there, training starts from scratch.
+        resume: continue from ``out_dir/last.pt`` (default: ``cfg.train.resume``); an error
+            if there is none.
+        overwrite: replace the run ``out_dir`` holds (default: ``cfg.train.overwrite``);
+            without it (or ``resume``) a directory holding a run is refused.
         progress: show a tqdm progress bar on stderr (rank 0 only).
 
-    Building the trainer sets up the task, the model, AdamW and the schedule (and restores
-    them when resuming); :meth:`fit` trains. After :meth:`fit`, ``model`` holds the best
-    checkpoint's weights.
+    Building the trainer checks and locks ``out_dir`` (:func:`~attnlab.train.rundir.
+    open_run_dir`), then sets up the task, the model, AdamW and the schedule (and restores
+    them when resuming); :meth:`fit` trains. The lock is held until :meth:`close` (which
+    :meth:`fit` calls). After :meth:`fit`, ``model`` holds the best checkpoint's weights.
+
+    Raises:
+        RunError: ``out_dir`` is not a writable directory, is locked by another run, holds a
+            run (without ``overwrite`` / ``resume``), or has nothing to resume.
     """
 
     def __init__(
@@ -77,6 +106,7 @@ class Trainer:
         cfg: RunConfig,
         *,
         resume: bool | None = None,
+        overwrite: bool | None = None,
         progress: bool = True,
     ) -> None:
         task = TASKS.get(task)() if isinstance(task, str) else task
@@ -84,12 +114,26 @@ class Trainer:
             raise ValueError(f"cfg.task is {cfg.task!r} but the task given is {task.name!r}")
         self.task, self.cfg, self.progress = task, cfg, progress
         tc = cfg.train
+        resume = tc.resume if resume is None else resume
+        overwrite = tc.overwrite if overwrite is None else overwrite
         self.out_dir = Path(cfg.out_dir)
         self.env = init_distributed(tc.device)
         self.device = self.env.device
-        ckpt = find_resume_checkpoint(
-            self.out_dir / LAST, cfg, self.env, resume=tc.resume if resume is None else resume
-        )
+        # Before any data loads: a bad or busy out_dir fails in a second, not after minutes.
+        self.run_dir = open_run_dir(self.out_dir, self.env, resume=resume, overwrite=overwrite)
+        self._stop = StopOnSignal()
+        self._last_saved_step = -1
+        try:
+            self._build(resume)
+        except BaseException:
+            self.close(barrier=False)
+            raise
+
+    def _build(self, resume: bool) -> None:
+        task, cfg, tc = self.task, self.cfg, self.cfg.train
+        ckpt = find_resume_checkpoint(self.out_dir / LAST, cfg, self.env, resume=resume)
+        if ckpt is not None:
+            self._last_saved_step = ckpt["state"]["step"]
 
         seed_everything(tc.seed)  # same model init on every rank
         if ckpt is not None:
@@ -126,9 +170,17 @@ class Trainer:
     # ------------------------------------------------------------------ public
 
     def fit(self) -> TrainResult:
-        """Train until ``epochs``/``max_steps``/early stopping, then test the best model."""
+        """Train until ``epochs``/``max_steps``/early stopping, then test the best model.
+
+        Raises:
+            TrainingInterrupted: a SIGINT / SIGTERM stopped the run after a step; ``last.pt``
+                holds it (resume to continue).
+            DivergenceError: the loss or gradient was non-finite more than
+                ``train.max_bad_steps`` times.
+        """
         try:
-            result = self._fit()
+            with self._stop:
+                result = self._fit()
         except BaseException:
             self.close(barrier=False)  # other ranks may never reach a barrier
             raise
@@ -141,7 +193,9 @@ class Trainer:
         return broadcast_object(metrics, self.env)
 
     def close(self, *, barrier: bool = True) -> None:
-        """Leave the process group if this trainer created it (idempotent)."""
+        """Release the run directory's lock and leave the process group if this trainer
+        created it (idempotent)."""
+        self.run_dir.release()
         if barrier:
             shutdown(self.env)
         elif self.env.owns_group and torch.distributed.is_initialized():
@@ -167,6 +221,7 @@ class Trainer:
             disable=not (self.progress and self.env.is_main),
         )  # fmt: skip
         self._log_loss = self._log_units = self._log_time = 0.0
+        self._stopping = False  # a signal asked to stop, on some rank (set by _step)
         with bar:
             while not self._finished():
                 batches = self._epoch_batches(s.epoch)
@@ -180,6 +235,8 @@ class Trainer:
                         evaluated and not tc.checkpoint_every
                     ):
                         self._save(LAST)
+                    if self._stopping:
+                        self._interrupt()
                     if self._finished():
                         break
                 else:  # the epoch ran to its end
@@ -193,8 +250,24 @@ class Trainer:
         if s.last_eval_step != s.step:  # stopped by max_steps between evaluations
             self._evaluate_and_track()
         self._save(LAST)
+        if self._stop_requested():  # a signal during the last evaluation: test on resume
+            self._interrupt()
         test = self._test_best()
         return self._result(test)
+
+    def _stop_requested(self) -> bool:
+        """Whether a signal asked any rank to stop (collective under DDP)."""
+        flag = torch.tensor([float(self._stop.requested)], device=self.device)
+        return bool(all_reduce_sum(flag, self.env).item() > 0)
+
+    def _interrupt(self) -> None:
+        """Save ``last.pt`` (unless this step's is written) and raise TrainingInterrupted."""
+        s = self.state
+        if self._last_saved_step != s.step:
+            self._save(LAST)
+        barrier(self.env)  # no rank exits (and gets the others killed) before rank 0 has saved
+        name = self._stop.signal_name or "a signal on another rank"
+        raise TrainingInterrupted(name, s.step, self.total_steps, self.out_dir / LAST)
 
     def _finished(self) -> bool:
         s, tc = self.state, self.cfg.train
@@ -268,33 +341,72 @@ class Trainer:
                 loss_sum.backward()
             loss_local += loss_sum.detach().double().cpu()
             units_local += float(units)
-        stats = torch.stack([loss_local, torch.tensor(units_local, dtype=torch.float64)])
-        stats = all_reduce_sum(stats.to(self.device), self.env).tolist()
-        loss_total, units_total = stats
+        # One all-reduce carries the loss, its units and whether a signal asked to stop, so that
+        # every rank stops after the same step.
+        stats = torch.tensor(
+            [loss_local.item(), units_local, float(self._stop.requested)], dtype=torch.float64
+        )
+        loss_total, units_total, stop = all_reduce_sum(stats.to(self.device), self.env).tolist()
+        self._stopping = stop > 0
         if units_total <= 0:
             raise RuntimeError(f"{self.task.name}.loss counted 0 units in a whole global batch")
         # DDP averaged the summed-loss gradients over ranks: undo the 1/world, divide by U.
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         torch._foreach_mul_(grads, self.env.world_size / units_total)
         if tc.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
-        self.optimizer.step()
-        self.scheduler.step()
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        else:
+            norm = torch.nn.utils.get_total_norm(grads)
+        # The gradients are all-reduced, so every rank takes the same decision.
+        finite = math.isfinite(loss_total) and bool(torch.isfinite(norm))
+        if finite:
+            self.optimizer.step()
+            self.scheduler.step()
+        else:
+            self._skip_bad_step(loss_total, float(norm))
 
         dt = time.perf_counter() - t0
         s.step += 1
         s.batch_in_epoch += 1
-        s.interval_loss += loss_total
-        s.interval_units += units_total
         s.interval_time_s += dt
-        s.units_seen += units_total
         s.train_time_s += dt
-        self._log_loss += loss_total
-        self._log_units += units_total
         self._log_time += dt
+        if finite:
+            s.interval_loss += loss_total
+            s.interval_units += units_total
+            s.units_seen += units_total
+            self._log_loss += loss_total
+            self._log_units += units_total
         bar.update(1)
         if tc.log_every and s.step % tc.log_every == 0:
             self._log_progress(bar)
+
+    def _skip_bad_step(self, loss: float, grad_norm: float) -> None:
+        """A non-finite loss or gradient: skip the update, or stop the run past the limit."""
+        tc, s = self.cfg.train, self.state
+        what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
+        where = f"step {s.step + 1} (epoch {self._epoch_progress():.2f})"
+        self.optimizer.zero_grad(set_to_none=True)
+        if s.bad_steps >= tc.max_bad_steps:
+            kept = [f"{name} holds step {step}" for name, step in
+                    ((BEST, s.best_step), (LAST, self._last_saved_step))
+                    if step >= 0 and (self.out_dir / name).is_file()]  # fmt: skip
+            skipped = f" after skipping {s.bad_steps}" if tc.max_bad_steps else ""
+            raise DivergenceError(
+                f"non-finite {what} at {where}: training stopped{skipped}, before the update. "
+                + (f"In {self.out_dir}, {' and '.join(kept)}. " if kept else "")
+                + f"Lower train.lr (now {tc.lr:g}), or let up to N such steps be skipped with "
+                "train.max_bad_steps=N"
+            )
+        s.bad_steps += 1
+        with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
+            warnings.simplefilter("ignore", UserWarning)
+            self.scheduler.step()  # the schedule follows the step count, updates or not
+        if self.env.is_main:
+            logger.warning(
+                "non-finite %s at %s: step skipped, weights unchanged (%d of at most %d)",
+                what, where, s.bad_steps, tc.max_bad_steps,
+            )  # fmt: skip
 
     def _log_progress(self, bar: tqdm) -> None:
         s = self.state
@@ -346,9 +458,15 @@ class Trainer:
             "units_per_s": s.interval_units / s.interval_time_s if s.interval_time_s else 0.0,
             "elapsed_s": self._elapsed(),
         }
-        # Without a dev split the latest model counts as the best one.
+        # Without a dev split the latest model counts as the best one; a non-finite score
+        # never does, whatever the task's is_better says.
         score = task.score(metrics) if metrics else None
-        improved = score is None or task.is_better(score, s.best_score)
+        if score is not None and not math.isfinite(score):
+            improved = False
+            if self.env.is_main:
+                logger.warning("dev %s is %s: not a candidate for best.pt", task.metric_name, score)
+        else:
+            improved = score is None or task.is_better(score, s.best_score)
         s.record_evaluation(row, metrics, score, improved=improved, patience=tc.patience)
         if self.env.is_main:
             write_metrics_csv(self.out_dir / "metrics.csv", s.history)
@@ -390,6 +508,8 @@ class Trainer:
     def _save(self, name: str) -> None:
         """Write ``out_dir/name`` (collective: every rank contributes its RNG state)."""
         self.state.elapsed_s = self._elapsed()
+        if name == LAST:
+            self._last_saved_step = self.state.step
         save_training_checkpoint(
             self.out_dir / name, model=self.model, optimizer=self.optimizer,
             scheduler=self.scheduler, state=self.state, cfg=self.cfg, task=self.task, env=self.env,
