@@ -4,14 +4,17 @@ and errors that name what was wrong."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
 
 import attnlab.backends
-from attnlab import KVCache, MultiHeadAttention, masks
+from attnlab import AttentionConfig, KVCache, MultiHeadAttention, masks
 from attnlab.backends import Problem, select_backend
-from attnlab.functional import NORMALIZATIONS, SCORES, get_normalize, get_score
+from attnlab.functional import NORMALIZATIONS, SCORES, attend, get_normalize, get_score
+from attnlab.kernels import AttentionKernel, ExactKernel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -430,3 +433,152 @@ def test_inference_cache_of_fused_projection_follows_weight_updates():
         expected = ref(x).out
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, expected, rtol=0, atol=1e-12)
+
+
+# ---- one kernel ------------------------------------------------------------------------------------
+def test_the_layer_holds_one_kernel():
+    exact = layer(score="additive", normalize="relu", backend="chunked", dropout=0.1)
+    assert isinstance(exact.kernel, ExactKernel) and exact.kernel.backend == "chunked"
+    assert exact.kernel.score is exact.score and exact.kernel.dropout == 0.1
+    # The additive score's parameters are the layer's, once: keys and order unchanged.
+    assert [n for n, _ in exact.named_parameters()][:3] == ["score.w_q", "score.w_k", "score.w"]
+    assert not any(k.startswith("kernel.") for k in exact.state_dict())
+    approx = layer(kernel="linear")
+    assert isinstance(approx.kernel, AttentionKernel) and approx.kernel.name == "linear"
+
+
+def test_from_config_equals_the_keyword_arguments():
+    cfg = AttentionConfig(score="dot", normalize="sigmoid", backend="chunked")
+    a = MultiHeadAttention.from_config(16, 4, cfg, bias=False).double().eval()
+    b = layer(score="dot", normalize="sigmoid", backend="chunked", bias=False)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 5, 16, dtype=F64)
+    assert torch.equal(a(x).out, b(x).out) and a(x).backend == "chunked"
+    k = MultiHeadAttention.from_config(16, 4, AttentionConfig(kernel="local", kernel_options={"window": 1}))  # fmt: skip
+    assert k.kernel.name == "local" and k.kernel.window == 1
+    with pytest.raises(TypeError, match="AttentionConfig"):
+        MultiHeadAttention.from_config(16, 4, {"score": "dot"})
+
+
+@pytest.mark.parametrize("backend", ["reference", "sdpa", "chunked"])
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_additive_bias_equals_the_boolean_mask(backend, cross):
+    # Issue 9: forward(bias=) takes a float additive mask (Hugging Face style, -inf / 0) and
+    # gives what the boolean mask gives, on every backend that accepts it.
+    mha = layer(backend=backend)
+    x = torch.randn(2, 6, 16, dtype=F64)
+    ctx = torch.randn(2, 9, 16, dtype=F64) if cross else None
+    allowed = torch.rand(2, 1, 6, 9 if cross else 6) < 0.6
+    allowed[..., 0] = True  # no fully masked row (a row of -inf bias is NaN, as in torch)
+    bias = torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed, -math.inf)
+    want = mha(x, ctx, mask=allowed).out
+    torch.testing.assert_close(mha(x, ctx, bias=bias).out, want, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("backend, score, normalize", combos())
+def test_bias_is_added_to_the_scores(backend, score, normalize):
+    mha = layer(score=score, normalize=normalize, backend=backend)
+    ref = layer(score=score, normalize=normalize, backend="reference")
+    ref.load_state_dict(mha.state_dict())
+    x = torch.randn(2, 6, 16, dtype=F64)
+    bias = torch.randn(2, 4, 6, 6, dtype=F64, requires_grad=True)
+    out = mha(x, bias=bias, mask=masks.padding([6, 4])).out
+    res = ref(x, bias=bias, mask=masks.padding([6, 4]), need_weights=True)
+    torch.testing.assert_close(out, res.out, atol=1e-12, rtol=0)
+    # The weights are the normalised scores plus bias (checked against attend on the same q, k).
+    q, k, v = (
+        p(x).view(2, 6, 4, 4).transpose(1, 2)  # (b, h, i, d)
+        for p in (
+            ref.q_proj,
+            lambda t: ref.kv_proj(t)[..., :16],
+            lambda t: ref.kv_proj(t)[..., 16:],
+        )
+    )
+    want = attend(q, k, v, score=ref.score, normalize=normalize, mask=masks.padding([6, 4]), bias=bias)  # fmt: skip
+    torch.testing.assert_close(res.weights, want.weights, atol=1e-12, rtol=0)
+    (g,) = torch.autograd.grad(out.sum(), bias)
+    assert torch.isfinite(g).all() and g.abs().sum() > 0
+
+
+def test_bias_errors_name_the_argument():
+    mha = layer()
+    x = torch.randn(2, 5, 16, dtype=F64)
+    with pytest.raises(ValueError, match="bias must be a float tensor"):
+        mha(x, bias=torch.ones(5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"bias of shape \(2, 4, 5, 6\) does not broadcast"):
+        mha(x, bias=torch.zeros(2, 4, 5, 6, dtype=F64))
+    with pytest.raises(ValueError, match="kernel 'linear' cannot add a score bias: .*kernel=None"):
+        layer(kernel="linear")(x, bias=torch.zeros(5, 5, dtype=F64))
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "sdpa", "chunked"])
+def test_a_float_mask_points_to_bias(backend):
+    mha = layer(backend=backend)
+    x = torch.randn(2, 5, 16, dtype=F64)
+    with pytest.raises(ValueError, match="mask must be a boolean tensor.*bias="):
+        mha(x, mask=torch.zeros(2, 1, 1, 5, dtype=F64))
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "sdpa", "chunked"])
+def test_a_batch_by_keys_padding_mask_is_refused(backend):
+    # Issue 9: with batch == seq, an HF/torch-style (b, n) padding mask used to be read as
+    # (i, j): no error, wrong output. It is refused, pointing to the two right spellings, which
+    # give the padded result.
+    mha = layer(backend=backend)
+    x = torch.randn(4, 4, 16, dtype=F64)
+    lengths = torch.tensor([4, 2, 1, 3])
+    pad = torch.arange(4) < lengths[:, None]  # (b, n), True = real token
+    with pytest.raises(ValueError, match=r"ambiguous.*masks\.padding\(lengths\)"):
+        mha(x, mask=pad)
+    want = mha(x, mask=masks.padding(lengths)).out
+    torch.testing.assert_close(mha(x, mask=pad[:, None, None, :]).out, want, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "sdpa", "chunked"])
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_nan_in_padded_positions_does_not_reach_real_outputs(backend, cross):
+    # Issue 8: a NaN at a masked key or value must not poison the outputs that may not see it.
+    mha = layer(backend=backend)
+    x = torch.randn(2, 6, 16, dtype=F64)
+    src = torch.randn(2, 8, 16, dtype=F64) if cross else x
+    lengths = [8, 5] if cross else [6, 4]
+    poisoned = src.clone()
+    poisoned[1, lengths[1] :] = math.nan
+    for mask in (masks.padding(lengths), masks.causal() & masks.padding(lengths)):
+        if cross and isinstance(mask, masks.And):
+            continue
+        clean = mha(x, src if cross else None, mask=mask).out
+        got = mha(x if cross else poisoned, poisoned if cross else None, mask=mask).out
+        rows = slice(None) if cross else slice(0, lengths[1])  # padded queries are no outputs
+        torch.testing.assert_close(got[1, rows], clean[1, rows], atol=1e-12, rtol=0)
+        torch.testing.assert_close(got[0], clean[0], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "sdpa", "chunked"])
+def test_empty_batch_gives_an_empty_output(backend):
+    # Issue 8: the chunked backend divided by the batch size.
+    assert layer(backend=backend)(torch.randn(0, 5, 16, dtype=F64)).out.shape == (0, 5, 16)
+    cross = layer(backend=backend, context_dim=12)
+    ctx = torch.randn(0, 7, 12, dtype=F64)
+    assert cross(torch.randn(0, 5, 16, dtype=F64), ctx).out.shape == (0, 5, 16)
+
+
+def test_wrong_input_dtype_names_the_argument_and_the_layer_dtype():
+    # Issue 8: not torch's "mat1 and mat2 must have the same dtype".
+    mha = layer(dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"x: dtype torch.float64 differs from the layer's dtype torch.float32"):  # fmt: skip
+        mha(torch.randn(2, 5, 16, dtype=F64))
+    with pytest.raises(ValueError, match=r"x: dtype torch.int64 .*embedding"):
+        mha(torch.ones(2, 5, 16, dtype=torch.long))
+    cross = layer(dtype=torch.float32, context_dim=12)
+    with pytest.raises(ValueError, match=r"context: dtype torch.float16 differs .* torch.float32"):
+        cross(torch.randn(2, 5, 16), torch.randn(2, 3, 12, dtype=torch.float16))
+    with pytest.raises(ValueError, match="context: this layer attends to a context of width"):
+        cross(torch.randn(2, 5, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast casts: no dtype error
+        assert mha(torch.randn(2, 5, 16, dtype=torch.bfloat16)).out.dtype == torch.bfloat16
+
+
+def test_need_weights_from_an_efficient_kernel_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="kernel 'performer' does not return attention weights"):
+        layer(kernel="performer")(torch.randn(1, 4, 16, dtype=F64), need_weights=True)

@@ -30,8 +30,8 @@ EXACT = ["reference", "sdpa", "chunked"]  # backends that run in float64 with gr
 
 
 def make_backend(name: str):
-    # Tiles smaller than n, and n no multiple of them: every tile shape occurs.
-    return ChunkedBackend(tile=16) if name == "chunked" else get_backend(name)
+    # Blocks smaller than n, and n no multiple of them: every block shape occurs.
+    return ChunkedBackend(block=16) if name == "chunked" else get_backend(name)
 
 
 def make_problem(
@@ -204,23 +204,46 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients(backend, score, norma
 
 
 # ---- chunked specifics --------------------------------------------------------------------------
-def test_chunked_tile_size_from_budget():
+def test_chunked_block_size_from_budget():
     p = make_problem("scaled_dot", "softmax", None, False, b=2, h=4)
-    t = ChunkedBackend(budget=1 << 16).tile_size(p)
+    t = ChunkedBackend(budget=1 << 16).block_for(p)
     assert t == 64  # largest power of two with 2 * 4 * t^2 <= 2^16
-    assert ChunkedBackend(budget=1).tile_size(p) == 16  # never below 16
+    assert ChunkedBackend(budget=1).block_for(p) == 16  # never below 16
     pa = make_problem("additive", "softmax", None, False, b=2, h=4)
-    assert ChunkedBackend(budget=1 << 16).tile_size(pa) == 32  # 8 hidden units per pair
+    assert ChunkedBackend(budget=1 << 16).block_for(pa) == 32  # 8 hidden units per pair
 
 
-def test_chunked_checks_the_mask_size_before_tiling():
+def test_chunked_tile_is_a_deprecated_name_of_block():
+    p = make_problem("scaled_dot", "softmax", None, False, b=2, h=4)
+    with pytest.warns(DeprecationWarning, match="tile=.*block="):
+        backend = ChunkedBackend(tile=16)
+    assert backend.block == backend.tile == 16
+    with pytest.warns(DeprecationWarning, match="tile_size.*block_for"):
+        assert backend.tile_size(p) == 16
+    with pytest.raises(ValueError, match="block must be a positive int"):
+        ChunkedBackend(block=0)
+
+
+def test_chunked_checks_the_mask_size_before_blocking():
     p = make_problem("scaled_dot", "relu", None, False, b=2)
     p.mask = masks.padding([3, 4, 5])
     with pytest.raises(ValueError, match="lengths has 3 entries but the batch has 2"):
-        ChunkedBackend(tile=16)(p)
+        ChunkedBackend(block=16)(p)
     p.mask = masks.graph(torch.tensor([[0], [1]]), 60)
     with pytest.raises(ValueError, match="graph: the mask is for 60 nodes"):
-        ChunkedBackend(tile=16)(p)
+        ChunkedBackend(block=16)(p)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+@pytest.mark.parametrize("normalize", ["softmax", "relu"])
+def test_empty_batch_gives_an_empty_output(backend, normalize):
+    # Issue 8: the chunked backend divided by the batch size when sizing its blocks.
+    p = make_problem("scaled_dot", normalize, masks.causal(), False, b=0, i=20)
+    kernel = ChunkedBackend() if backend == "chunked" else get_backend(backend)
+    if kernel.unsupported(p):
+        pytest.skip("unsupported")
+    out, _ = kernel(p)
+    assert out.shape == (0, 2, 20, 8)
 
 
 @pytest.mark.parametrize("normalize", ["softmax", "relu"])
@@ -228,7 +251,7 @@ def test_chunked_checks_the_mask_size_before_tiling():
 def test_dropout_gradients_match_their_forward(backend, normalize):
     # With a fixed seed the dropped forward is a deterministic function; its gradient must be
     # that function's, so the checkpointed tiles must redraw the same dropout mask in backward.
-    kernel = ChunkedBackend(tile=4) if backend == "chunked" else ReferenceBackend()
+    kernel = ChunkedBackend(block=4) if backend == "chunked" else ReferenceBackend()
     shapes = [(1, 1, 6, 3), (1, 1, 9, 3), (1, 1, 9, 2)]
     inputs = tuple(torch.randn(s, dtype=F64, requires_grad=True) for s in shapes)
 
@@ -244,7 +267,7 @@ def test_dropout_gradients_match_their_forward(backend, normalize):
 @pytest.mark.parametrize("backend", EXACT)
 @pytest.mark.parametrize("score, normalize", [("scaled_dot", "softmax"), ("additive", "sigmoid")])
 def test_bf16_autocast(backend, score, normalize):
-    # Tiled under autocast: close to float32, finite gradients through the checkpointed tiles.
+    # In blocks under autocast: close to float32, finite gradients through the checkpointed tiles.
     p = make_problem(score, normalize, masks.local(7) & masks.padding([50, 31]), False, dtype=torch.float32)  # fmt: skip
     kernel = make_backend(backend)
     if kernel.unsupported(p):
@@ -256,6 +279,20 @@ def test_bf16_autocast(backend, score, normalize):
     torch.testing.assert_close(out.float(), want, atol=3e-2, rtol=3e-2)
     for g in torch.autograd.grad(out.float().square().sum(), differentiable(p)):
         assert torch.isfinite(g).all()
+
+
+@pytest.mark.parametrize("score", SCORES.names())
+@pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
+@pytest.mark.parametrize("backend", BACKENDS.names())
+def test_refuses_at_construction_is_the_per_call_rule(backend, score, normalize):
+    # One rule: what a backend refuses for a layer it also refuses for every request.
+    p = make_problem(score, normalize, None, False, dtype=torch.float32, requires_grad=False)
+    reason = get_backend(backend).refuses(p.score, p.normalize)
+    fused = score in ("dot", "scaled_dot") and normalize == "softmax"
+    assert (reason is None) == (fused or backend in ("reference", "chunked"))
+    if reason is not None:
+        assert "computes dot-product scores with softmax only" in reason
+        assert reason in get_backend(backend).unsupported(p)
 
 
 def test_get_backend():

@@ -15,10 +15,15 @@ from attnlab.functional import (
     NORMALIZATIONS,
     SCORES,
     AdditiveScore,
+    Normalization,
+    Score,
     attend,
     get_normalize,
     get_score,
     make_score,
+    masked_softmax,
+    safe_max,
+    zero_dead_keys,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -79,6 +84,119 @@ def test_unmasked_elementwise_normalizations_divide_by_key_count():
     torch.testing.assert_close(get_normalize("sigmoid")(s, None), torch.sigmoid(s - math.log(8)))
 
 
+# ---- relu and sigmoid by their properties ------------------------------------------------------
+def _scores_and_mask(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    s = 3 * torch.randn(2, 3, 6, 9, dtype=F64, generator=gen)
+    mask = torch.rand(2, 3, 6, 9, generator=gen) < 0.6
+    mask[0, 0, 1] = False  # a fully masked row
+    return s, mask
+
+
+@pytest.mark.parametrize("normalize", ["relu", "sigmoid"])
+def test_elementwise_weights_are_non_negative_and_zero_where_masked(normalize):
+    s, mask = _scores_and_mask()
+    w = get_normalize(normalize)(s, mask)
+    assert (w >= 0).all() and (w[~mask] == 0).all()
+    assert torch.isfinite(w).all()
+
+
+def test_relu_rows_sum_to_the_mean_positive_part_of_allowed_scores():
+    # Documented: a row sums to the mean, over its allowed keys, of the scores' positive parts;
+    # a key with a negative score gets nothing; an all-negative row attends to nothing.
+    s, mask = _scores_and_mask()
+    w = get_normalize("relu")(s, mask)
+    for b, h, i in [(0, 0, 0), (1, 2, 5), (0, 1, 3)]:
+        allowed = s[b, h, i][mask[b, h, i]]
+        torch.testing.assert_close(w[b, h, i].sum(), allowed.clamp_min(0).mean())
+    assert (w[(s < 0) & mask] == 0).all()
+    negative = -s.abs() - 0.1
+    assert (get_normalize("relu")(negative, mask) == 0).all()
+
+
+def test_relu_is_positively_homogeneous_and_sigmoid_monotone():
+    s, mask = _scores_and_mask()
+    relu, sigmoid = get_normalize("relu"), get_normalize("sigmoid")
+    torch.testing.assert_close(relu(2.5 * s, mask), 2.5 * relu(s, mask))
+    w, w_up = sigmoid(s, mask), sigmoid(s + 0.5, mask)
+    assert (w_up[mask] > w[mask]).all()  # a higher score never gets less weight
+    assert (w[mask] > 0).all() and (w[mask] < 1).all()  # each allowed weight in (0, 1)
+
+
+def test_sigmoid_rows_of_zero_scores_sum_to_n_over_n_plus_one():
+    # sigma(0 - log n) = 1 / (1 + n): a row of n equal zero scores sums to n / (n + 1), close to
+    # one like softmax's rows (the point of the -log n bias), whatever n.
+    for n in (1, 4, 64, 1024):
+        w = get_normalize("sigmoid")(torch.zeros(1, 1, 1, n, dtype=F64), None)
+        torch.testing.assert_close(w.sum(), torch.tensor(n / (n + 1), dtype=F64))
+
+
+@pytest.mark.parametrize("normalize", ["relu", "sigmoid"])
+def test_elementwise_weights_ignore_masked_keys_and_follow_key_order(normalize):
+    # Appending masked keys (padding) changes no allowed weight; permuting the keys permutes
+    # the weights. Neither holds for a weight that counted keys regardless of the mask.
+    s, mask = _scores_and_mask()
+    norm = get_normalize(normalize)
+    w = norm(s, mask)
+    padded = torch.cat([s, 100 * torch.randn(2, 3, 6, 4, dtype=F64)], -1)
+    padded_mask = torch.cat([mask, torch.zeros(2, 3, 6, 4, dtype=torch.bool)], -1)
+    torch.testing.assert_close(norm(padded, padded_mask)[..., :9], w, atol=0, rtol=0)
+    perm = torch.randperm(9)
+    torch.testing.assert_close(norm(s[..., perm], mask[..., perm]), w[..., perm])
+
+
+# ---- the one masked softmax ----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, F64, torch.bfloat16])
+def test_masked_softmax_without_a_mask_is_torch_softmax(dtype):
+    s = torch.randn(2, 3, 5, 7, dtype=dtype, requires_grad=True)
+    got = masked_softmax(s)
+    want = torch.softmax(s, -1, dtype=torch.promote_types(dtype, torch.float32))
+    assert torch.equal(got, want)
+    g = torch.randn_like(want)
+    assert torch.equal(torch.autograd.grad(got, s, g)[0], torch.autograd.grad(want, s, g)[0])
+
+
+def test_masked_softmax_with_a_mask():
+    s = torch.randn(2, 3, 5, 7, dtype=F64, requires_grad=True)
+    allowed = torch.rand(2, 3, 5, 7) < 0.5
+    allowed[0, 0, 0] = False  # a fully masked row
+    allowed[1, 2, 3] = True
+    w = masked_softmax(s, allowed)
+    want = torch.softmax(s.masked_fill(~allowed, -math.inf), -1).nan_to_num(0.0)
+    torch.testing.assert_close(w, want, atol=1e-15, rtol=0)
+    assert (w[0, 0, 0] == 0).all() and (w[~allowed] == 0).all()
+    (g,) = torch.autograd.grad(w.square().sum(), s)
+    assert torch.isfinite(g).all() and (g[~allowed] == 0).all()
+    # A NaN or inf at a forbidden position cannot leak into the allowed ones.
+    poisoned = s.detach().masked_fill(~allowed, math.nan)
+    poisoned[1, 2, 3, ~allowed[1, 2, 3]] = math.inf
+    torch.testing.assert_close(masked_softmax(poisoned, allowed), w.detach(), atol=0, rtol=0)
+
+
+def test_safe_max():
+    s = torch.tensor([[1.0, -math.inf, 3.0], [-math.inf, -math.inf, -math.inf]], requires_grad=True)
+    m = safe_max(s)
+    assert m.tolist() == [[3.0], [0.0]] and not m.requires_grad  # a shift: no gradient
+
+
+def test_zero_dead_keys():
+    k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 6)
+    live = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool).view(2, 1, 1, 5)
+    k[0, :, 3:] = math.nan
+    zk, zv = zero_dead_keys(k, v, live)
+    assert (zk[0, :, 3:] == 0).all() and (zv[0, :, 3:] == 0).all()
+    assert torch.equal(zk[1], k[1]) and torch.equal(zv[0, :, :3], v[0, :, :3])
+    assert zero_dead_keys(k, v, None) == (k, v)
+
+
+def test_scores_and_normalizations_satisfy_their_protocols():
+    for name in SCORES:
+        assert isinstance(build_score(name, 2, 4), Score), name
+    for name in NORMALIZATIONS:
+        assert isinstance(get_normalize(name), Normalization), name
+    assert build_score("additive", 2, 4).pair_cost == 4 and get_score("dot").pair_cost == 1
+
+
 # ---- attend ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("score", ["dot", "scaled_dot"])
 def test_attend_equals_sdpa_equivalent(score):
@@ -107,6 +225,21 @@ def test_attend_accepts_mask_objects_and_tensors_alike(mask_kind, make_mask):
     c = attend(q, k, v, mask=dense)
     assert torch.equal(a.out, c.out)
     assert (a.weights.masked_select(~dense.expand_as(a.weights)) == 0).all()
+
+
+@pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
+def test_nan_in_padded_keys_and_values_does_not_leak(normalize):
+    # Issue 8: masked must mean ignored; 0 * NaN is NaN, so padded keys and values are zeroed.
+    q, k, v = qkv(requires_grad=False)
+    mask = masks.padding([6, 4])
+    clean = attend(q, k, v, normalize=normalize, mask=mask)
+    k, v = k.clone(), v.clone()
+    k[1, :, 4:], v[1, :, 4:] = math.nan, math.inf
+    q.requires_grad_()
+    got = attend(q, k, v, normalize=normalize, mask=mask)
+    assert torch.equal(got.out, clean.out) and torch.equal(got.weights, clean.weights)
+    (g,) = torch.autograd.grad(got.out.sum(), q)
+    assert torch.isfinite(g).all()
 
 
 @pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
@@ -234,6 +367,19 @@ def test_unknown_names_list_the_valid_ones():
 def test_parametric_score_by_name_says_how_to_build_it():
     with pytest.raises(ValueError, match="make_score"):
         attend(*qkv(), score="additive")
+
+
+def test_attend_bias_is_added_to_the_scores():
+    q, k, v = qkv()
+    bias = torch.randn(2, 1, 5, 6, dtype=F64)
+    s = q @ k.transpose(-2, -1) / 2 + bias  # d = 4
+    torch.testing.assert_close(attend(q, k, v, bias=bias).weights, torch.softmax(s, -1))
+    with pytest.raises(ValueError, match="bias must be a float tensor"):
+        attend(q, k, v, bias=torch.ones(5, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match="bias of shape .* does not broadcast"):
+        attend(q, k, v, bias=torch.ones(1, 1, 5, 5, dtype=F64))
+    with pytest.raises(ValueError, match="bias of shape .* is ambiguous"):
+        attend(q, k, v, bias=torch.zeros(2, 6, dtype=F64))
 
 
 def test_attend_rejects_bad_shapes_and_masks():

@@ -157,6 +157,45 @@ def test_block_mask_is_cached_per_shape():
     )
 
 
+# ---- structure ------------------------------------------------------------------------------------
+def test_constructors_build_the_public_classes():
+    assert isinstance(masks.causal(), masks.Causal)
+    assert isinstance(masks.local(2), masks.Local) and masks.local(2).window == 2
+    assert isinstance(masks.padding([2]), masks.Padding)
+    assert isinstance(masks.graph(torch.tensor([[0], [1]]), 2), masks.Graph)
+    assert isinstance(masks.global_tokens([0]), masks.GlobalTokens)
+    assert isinstance(masks.from_tensor(torch.ones(2, 2, dtype=torch.bool)), masks.Dense)
+    assert isinstance(masks.causal() & masks.local(1), masks.And)
+    assert isinstance(masks.causal() | masks.local(1), masks.Or)
+    # The private names of earlier versions still name the same classes.
+    assert masks._Causal is masks.Causal and masks._Dense is masks.Dense
+    assert masks._Padding is masks.Padding and masks._And is masks.And
+
+
+def test_conjuncts_flatten_conjunctions_only():
+    c, p, w = masks.causal(), masks.padding([3, 4]), masks.local(2)
+    assert (c & p & w).conjuncts() == (c, p, w)
+    assert (c & (p & w)).conjuncts() == (c, p, w)
+    either = p | w
+    assert (c & either).conjuncts() == (c, either)  # a disjunction is one term
+    assert c.conjuncts() == (c,)
+
+
+def test_live_keys():
+    # Keys some query may attend to; None where no key is known to be dead.
+    b, n = 2, 5
+    lengths = [5, 3]
+    want = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool).view(2, 1, 1, 5)
+    assert torch.equal(masks.padding(lengths).live_keys(b, n).expand(2, 1, 1, 5), want)
+    assert masks.causal().live_keys(b, n) is None and masks.local(1).live_keys(b, n) is None
+    assert torch.equal((masks.causal() & masks.padding(lengths)).live_keys(b, n), want)
+    assert (masks.causal() | masks.padding(lengths)).live_keys(b, n) is None
+    dense = torch.ones(b, 1, n, n, dtype=torch.bool).tril()
+    dense[1, :, :, 3:] = False  # two dead keys in the second sequence
+    assert torch.equal(masks.from_tensor(dense).live_keys(b, n), want)
+    assert torch.equal(masks.live_keys(want, b, n), want) and masks.live_keys(None, b, n) is None
+
+
 # ---- errors name what was wrong -----------------------------------------------------------------
 def test_local_rejects_negative_window():
     with pytest.raises(ValueError, match="window"):
@@ -222,6 +261,24 @@ def test_global_tokens_rejects_negative():
 def test_check_mask_tensor(tensor, match):
     with pytest.raises(ValueError, match=match):
         masks.check_mask_tensor(tensor, 2, 2, 4, 4)
+
+
+def test_a_batch_by_keys_mask_is_refused_as_ambiguous():
+    # Issue 9: torch/HF key padding masks are (batch, keys); with batch == queries they used to
+    # be read as (queries, keys) without a word. A 2-D mask whose first size is the batch size
+    # (> 1) is refused, whatever the other sizes, and the message says what to write instead.
+    pad = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
+    for q_len in (4, 7):
+        with pytest.raises(
+            ValueError, match=r"ambiguous.*masks\.padding\(lengths\).*\(b, 1, 1, j\)"
+        ):
+            masks.check_mask_tensor(pad, 4, None, q_len, 4)
+    with pytest.raises(ValueError, match="ambiguous"):
+        (masks.causal() & pad).dense(4, 1, 4, 4)
+    masks.check_mask_tensor(pad, 1, None, 4, 4)  # batch 1: (i, j) is the only reading
+    masks.check_mask_tensor(pad[:1], 4, None, 4, 4)  # (1, j): the same row for all: fine
+    masks.check_mask_tensor(pad[:, None, None, :], 4, None, 4, 4)  # the key-padding form
+    masks.check_mask_tensor(pad[None, None], 4, None, 4, 4)  # the (i, j) form
 
 
 def test_from_tensor_rejects_non_tensors():

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attention_config import AttentionConfig
-from .efficient import make_kernel
+from .efficient import KERNELS, make_kernel
+from .efficient import kernel_options as options_of
 from .functional import get_normalize, make_score
 from .kernels import AttentionKernel, ExactKernel, KernelModule, run_kernel
 from .masks import Mask
@@ -90,7 +91,10 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights during training.
         bias: whether the projections have biases.
         context_dim: width of ``context`` for cross-attention (default ``dim``).
-        backend: ``"auto"`` (default), ``"reference"``, ``"sdpa"``, ``"flex"`` or ``"chunked"``.
+        backend: how the attention is computed: for exact attention ``"auto"`` (default),
+            ``"reference"``, ``"sdpa"``, ``"flex"`` or ``"chunked"``; with a sparse kernel
+            (``local``, ``longformer``, ``bigbird``) its ``backend`` option (``"banded"``,
+            ``"exact"`` or an exact backend); other kernels have no choice (``"auto"``).
         kernel: an efficient approximate attention kernel (module or registered name) that
             replaces the exact maths; ``kernel_options`` are passed to its constructor.
 
@@ -125,6 +129,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         if kernel is not None:
             _check_kernel_request(kernel, kernel_options, score, normalize, backend, dropout)
+            if backend != "auto":  # how a sparse kernel computes: its backend option
+                kernel_options = {**kernel_options, "backend": backend}
         elif kernel_options:
             raise ValueError(
                 f"options {sorted(kernel_options)} are kernel options; pass kernel=NAME with them"
@@ -237,6 +243,11 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         """What only the layer can check; the kernel checks the mask and bias shapes."""
         _check_sequence(x, "x", self.dim, self.q_proj.weight)
+        if context is None and self.context_dim != self.dim:
+            raise ValueError(
+                f"context: this layer attends to a context of width context_dim="
+                f"{self.context_dim} (x has width {self.dim}); pass context="
+            )
         if context is not None:
             _check_sequence(context, "context", self.context_dim, self.kv_proj.weight)
             if context.shape[0] != x.shape[0]:
@@ -337,10 +348,16 @@ def _check_kernel_request(
             "there is nothing to drop; use dropout=0 with kernel= (residual dropout "
             "in the blocks still applies)"
         )
-    if score != "scaled_dot" or normalize != "softmax" or backend != "auto":
+    if score != "scaled_dot" or normalize != "softmax":
         raise ValueError(
-            "kernel= replaces the exact attention maths; leave score, normalize and "
-            "backend at their defaults when you choose a kernel"
+            "kernel= replaces the exact attention maths; leave score and normalize at their "
+            "defaults when you choose a kernel"
         )
     if isinstance(kernel, nn.Module) and options:
         raise ValueError("kernel options go to a kernel built by name, not to a module")
+    if backend != "auto" and (isinstance(kernel, nn.Module) or "backend" not in options_of(kernel)):
+        with_backend = [n for n in KERNELS.names() if "backend" in options_of(n)]
+        raise ValueError(
+            f"backend={backend!r}: kernel {getattr(kernel, 'name', kernel)!r} has no backend "
+            f"choice; leave backend='auto' (kernels with one: {', '.join(with_backend)})"
+        )

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backends import check_backend_name
-from .efficient import KERNELS, check_kernel_options
+from .efficient import KERNELS, check_kernel_options, kernel_options
+from .efficient.local import check_backend as check_sparse_backend
 from .functional import NORMALIZATIONS, SCORES
 
 __all__ = ["AttentionConfig"]
@@ -26,7 +27,8 @@ class AttentionConfig:
         score: relevance score: ``"scaled_dot"``, ``"dot"`` or ``"additive"``.
         normalize: ``"softmax"``, ``"relu"``, ``"sigmoid"`` or ``"none"``.
         backend: exact-attention backend: ``"auto"``, ``"reference"``, ``"sdpa"``, ``"flex"``
-            or ``"chunked"``.
+            or ``"chunked"``; with a sparse kernel (local, longformer, bigbird) how that kernel
+            computes (also ``"banded"`` or ``"exact"``).
         kernel: ``None`` for exact attention, or the registered name of an efficient kernel
             (``"performer"``, ``"linformer"``, ...), which replaces the exact maths. (A kernel
             module, which blocks copy into each layer, is accepted unchecked.)
@@ -53,18 +55,35 @@ class AttentionConfig:
         checks = [
             ("score", lambda: SCORES.get(self.score)),
             ("normalize", lambda: NORMALIZATIONS.get(self.normalize)),
-            ("backend", lambda: check_backend_name(self.backend)),
         ]
         if isinstance(self.kernel, str):
-            checks.append(("kernel", lambda: KERNELS.get(self.kernel)))
-            checks.append(
-                ("kernel_options", lambda: check_kernel_options(self.kernel, self.kernel_options))
-            )
+            checks += [
+                ("kernel", lambda: KERNELS.get(self.kernel)),
+                ("kernel_options", self._check_kernel_options),
+                ("backend", self._check_kernel_backend),
+            ]
+        elif self.kernel is None:
+            checks.append(("backend", lambda: check_backend_name(self.backend)))
         for name, check in checks:
             try:
                 check()
             except ValueError as err:
                 raise ValueError(f"attention.{name}: {err}") from None
+
+    def _check_kernel_options(self) -> None:
+        check_kernel_options(self.kernel, self.kernel_options)
+        if "backend" in self.kernel_options:
+            raise ValueError(
+                f"kernel {self.kernel!r}: set how it computes as attention.backend, not as "
+                "a kernel option"
+            )
+
+    def _check_kernel_backend(self) -> None:
+        if self.backend == "auto":
+            return
+        if "backend" not in kernel_options(self.kernel):
+            raise ValueError(f"kernel {self.kernel!r} has no backend choice; leave it 'auto'")
+        check_sparse_backend(self.backend)
 
     def layer_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :class:`~attnlab.MultiHeadAttention` for these settings."""

@@ -9,12 +9,13 @@ Legend: ``b`` batch, ``h`` heads, ``n`` tokens, ``d`` head dim.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from attnlab import KVCache, MultiHeadAttention, masks
-from attnlab.efficient import KERNELS, make_kernel, split_mask
+from attnlab.efficient import KERNELS, kernel_options, make_kernel, split_mask
 from attnlab.efficient.reformer import shared_qk_attention
 from attnlab.functional import attend
 
@@ -25,14 +26,14 @@ D = DIM // HEADS
 #: a max_len-sized parameter is used and gets a gradient)
 CASES = [
     ("local", {"window": 3}),
-    ("local", {"window": 3, "block": 4, "impl": "banded"}),
+    ("local", {"window": 3, "block": 4, "backend": "banded"}),
     ("longformer", {"window": 2, "global_tokens": (0, 5)}),
-    ("longformer", {"window": 2, "global_tokens": (0, 5), "block": 4, "impl": "banded"}),
+    ("longformer", {"window": 2, "global_tokens": (0, 5), "block": 4, "backend": "banded"}),
     ("bigbird", {"block": 4, "random_blocks": 1}),
-    ("bigbird", {"block": 2, "random_blocks": 2, "impl": "banded"}),
+    ("bigbird", {"block": 2, "random_blocks": 2, "backend": "banded"}),
     ("linformer", {"k": 8, "max_len": N}),
     ("performer", {"features": 32}),
-    ("linear", {"chunk": 4}),
+    ("linear", {"block": 4}),
     ("nystrom", {"landmarks": 4}),
     ("nystrom", {"landmarks": 4, "conv_kernel": 3}),
     ("reformer", {"buckets": 4, "rounds": 2}),
@@ -177,9 +178,9 @@ MASKS = {
     ("name", "opts"),
     [
         ("local", {"window": N - 1}),
-        ("local", {"window": N - 1, "block": 4, "impl": "banded"}),
-        ("longformer", {"window": N - 1, "global_tokens": (3,), "block": 4, "impl": "banded"}),
-        ("bigbird", {"block": 4, "window_blocks": N // 4, "impl": "banded"}),
+        ("local", {"window": N - 1, "block": 4, "backend": "banded"}),
+        ("longformer", {"window": N - 1, "global_tokens": (3,), "block": 4, "backend": "banded"}),
+        ("bigbird", {"block": 4, "window_blocks": N // 4, "backend": "banded"}),
         ("bigbird", {"block": 4, "window_blocks": N // 4}),
     ],
 )
@@ -205,13 +206,15 @@ def test_sparse_kernels_are_exact_under_their_pattern(mask_kind):
     causal = mask_kind.startswith("causal")
     local = masks.local(5, causal=causal)
     glob = masks.global_tokens([0, 17])
-    bigbird = make_kernel("bigbird", dim=DIM, heads=HEADS, block=4, random_blocks=2, impl="banded")
+    bigbird = make_kernel(
+        "bigbird", dim=DIM, heads=HEADS, block=4, random_blocks=2, backend="banded"
+    )
     cases = [
-        (make_kernel("local", dim=DIM, heads=HEADS, window=5, block=8, impl="banded"), local),
+        (make_kernel("local", dim=DIM, heads=HEADS, window=5, block=8, backend="banded"), local),
         (
             make_kernel(
                 "longformer", dim=DIM, heads=HEADS, window=5, global_tokens=(0, 17), block=8,
-                impl="banded",
+                backend="banded",
             ),
             local | glob,
         ),
@@ -224,7 +227,7 @@ def test_sparse_kernels_are_exact_under_their_pattern(mask_kind):
 
 
 def test_local_kernel_with_a_kv_cache_matches_the_full_causal_pass():
-    mha = layer("local", {"window": 3, "block": 2, "impl": "banded"})
+    mha = layer("local", {"window": 3, "block": 2, "backend": "banded"})
     x = torch.randn(1, 12, DIM, dtype=torch.float64)
     full = mha(x, mask=masks.causal()).out
     cache = KVCache()
@@ -327,7 +330,7 @@ def naive_causal_linear(q, k, v):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_recurrent_linear_equals_the_parallel_causal_form(dtype):
-    kernel = make_kernel("linear", dim=DIM, heads=HEADS, chunk=5)
+    kernel = make_kernel("linear", dim=DIM, heads=HEADS, block=5)
     n = 23  # not a multiple of the chunk
     q, k, v = rand_qkv(n=n, dtype=dtype)
     parallel = kernel(q, k, v, mask=masks.causal())
@@ -345,7 +348,7 @@ def test_recurrent_linear_equals_the_parallel_causal_form(dtype):
 
 @pytest.mark.parametrize("name", ["linear", "performer"])
 def test_causal_feature_kernels_decode_with_a_kv_cache(name):
-    mha = layer(name, {"chunk": 4})
+    mha = layer(name, {"block": 4} if name == "linear" else {"chunk": 4})
     x = torch.randn(1, 10, DIM, dtype=torch.float64)
     full = mha(x, mask=masks.causal()).out
     cache = KVCache()
@@ -444,14 +447,18 @@ def test_cross_attention_shapes(name, opts):
     assert out.shape == (B, 8, DIM) and torch.isfinite(out).all()
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_mask_predicates():
+    # is_causal and padding_lengths are used by no kernel: deprecated, still working.
     from attnlab.efficient import is_causal, padding_lengths
 
-    assert is_causal(masks.causal() & masks.padding([3]))
+    with pytest.warns(DeprecationWarning, match="split_mask"):
+        assert is_causal(masks.causal() & masks.padding([3]))
     assert is_causal(torch.ones(4, 4, dtype=torch.bool).tril())
     assert not is_causal(masks.local(2, causal=True)) and not is_causal(None)
     parts = split_mask(masks.padding([3, 5]), batch=2, q_len=5, kv_len=5)
-    assert padding_lengths(parts.key_valid).tolist() == [3, 5]
+    with pytest.warns(DeprecationWarning, match="key_valid.sum"):
+        assert padding_lengths(parts.key_valid).tolist() == [3, 5]
     holes = torch.tensor([[True, False, True]]).view(1, 1, 1, 3)
     assert padding_lengths(holes) is None  # not a prefix: no lengths, the boolean still works
 
@@ -461,8 +468,78 @@ def test_local_kernel_on_flex_matches_the_banded_path():
     """FlexAttention (forward only on CPU, compiled per shape) through the exact backends."""
     q, k, v = rand_qkv(n=256, dtype=torch.float32)
     mask = masks.padding([200, 256])
-    flex = make_kernel("local", dim=DIM, heads=HEADS, window=16, impl="flex")
-    banded = make_kernel("local", dim=DIM, heads=HEADS, window=16, impl="banded")
+    flex = make_kernel("local", dim=DIM, heads=HEADS, window=16, backend="flex")
+    banded = make_kernel("local", dim=DIM, heads=HEADS, window=16, backend="banded")
     with torch.no_grad():
         out = flex(q, k, v, mask=mask)
     torch.testing.assert_close(out, banded(q, k, v, mask=mask), atol=1e-5, rtol=1e-5)
+
+
+# ---- padding that holds NaN, bias and weights, renamed options ---------------------------------
+@pytest.mark.parametrize(("name", "opts"), CASES, ids=IDS)
+def test_nan_in_padded_keys_and_values_does_not_leak(name, opts):
+    """Issue 8: masked means ignored. A NaN or inf in a padded key or value must not reach a
+    real output (0 * NaN = NaN), nor the gradient of a real output with respect to q."""
+    kernel = make_kernel(name, dim=DIM, heads=HEADS, **opts).double().eval()
+    q, k, v = rand_qkv()
+    mask = masks.padding([N - 5, N])
+    clean = kernel(q, k, v, mask=mask)
+    k, v = k.clone(), v.clone()
+    k[0, :, N - 5 :], v[0, :, N - 5 :] = math.nan, math.inf
+    q = q.clone().requires_grad_()
+    out = kernel(q, k, v, mask=mask)
+    torch.testing.assert_close(out[0, :, : N - 5], clean[0, :, : N - 5], atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(out[1], clean[1], atol=1e-12, rtol=1e-12)
+    if "q" in kernel.reads:
+        (g,) = torch.autograd.grad(out[0, :, : N - 5].sum() + out[1].sum(), q)
+        assert torch.isfinite(g).all()
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS.names()))
+def test_kernels_refuse_a_bias_and_the_weights_with_a_reason(name):
+    mha = layer(name, next(o for n, o in CASES if n == name))
+    x = torch.randn(B, N, DIM, dtype=torch.float64)
+    with pytest.raises(ValueError, match=f"kernel '{name}' cannot add a score bias: .+"):
+        mha(x, bias=torch.zeros(N, N, dtype=torch.float64))
+    with pytest.raises(ValueError, match=f"kernel '{name}' does not return attention weights"):
+        mha(x, need_weights=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "value"),
+    [
+        ("local", "impl", "backend", "banded"),
+        ("longformer", "impl", "backend", "banded"),
+        ("bigbird", "impl", "backend", "banded"),
+        ("linear", "chunk", "block", 4),
+    ],
+)
+def test_renamed_options_still_work_with_a_warning(name, old, new, value):
+    # One word per concept: backend (not impl), block (not chunk or tile).
+    assert old not in kernel_options(name) and new in kernel_options(name)
+    with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated; use {new}="):
+        kernel = make_kernel(name, dim=DIM, heads=HEADS, **{old: value})
+    assert getattr(kernel, new) == getattr(kernel, old) == value
+    q, k, v = rand_qkv(n=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        want = make_kernel(name, dim=DIM, heads=HEADS, **{new: value})(q, k, v)
+    torch.testing.assert_close(kernel(q, k, v), want, atol=0, rtol=0)
+
+
+def test_window_is_a_radius_everywhere():
+    """The mask's window, the local kernel's and Longformer's all mean keys at |i - j| <= w;
+    BigBird's window_blocks is the same radius counted in blocks."""
+    q, k, v = rand_qkv(n=12)
+    want = attend(q, k, v, mask=masks.local(2)).out
+    for kernel in (
+        make_kernel("local", dim=DIM, heads=HEADS, window=2, block=4, backend="banded"),
+        make_kernel("local", dim=DIM, heads=HEADS, window=2, backend="exact"),
+        make_kernel("longformer", dim=DIM, heads=HEADS, window=2, global_tokens=(), block=4),
+    ):
+        torch.testing.assert_close(kernel(q, k, v), want, atol=1e-12, rtol=1e-12)
+    bigbird = make_kernel(
+        "bigbird", dim=DIM, heads=HEADS, block=1, window_blocks=2, global_blocks=0,
+        random_blocks=0, backend="banded",
+    )  # fmt: skip
+    torch.testing.assert_close(bigbird(q, k, v), want, atol=1e-12, rtol=1e-12)

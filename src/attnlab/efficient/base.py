@@ -16,6 +16,8 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -36,7 +38,15 @@ __all__ = [
 
 def is_causal(mask: Tensor | Mask | None, *, q_offset: int = 0) -> bool:
     """Whether ``mask`` includes the causal constraint (``masks.causal()`` as a term of a
-    conjunction, or a dense ``tril`` pattern)."""
+    conjunction, or a dense ``tril`` pattern).
+
+    Deprecated (no kernel uses it): ``split_mask(mask, ...).causal`` says the same.
+    """
+    warnings.warn(
+        "attnlab.efficient.is_causal is deprecated; use split_mask(...).causal",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     if mask is None:
         return False
     for term in from_tensor(mask).conjuncts():
@@ -51,7 +61,15 @@ def is_causal(mask: Tensor | Mask | None, *, q_offset: int = 0) -> bool:
 
 
 def padding_lengths(key_valid: Tensor | None) -> Tensor | None:
-    """Per-sequence lengths ``(b,)`` if ``key_valid (b, 1, 1, j)`` is a prefix mask, else None."""
+    """Per-sequence lengths ``(b,)`` if ``key_valid (b, 1, 1, j)`` is a prefix mask, else None.
+
+    Deprecated (no kernel uses it): ``key_valid.sum(-1)`` gives the lengths of a prefix mask.
+    """
+    warnings.warn(
+        "attnlab.efficient.padding_lengths is deprecated; use key_valid.sum(-1)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     if key_valid is None:
         return None
     kv = key_valid.reshape(key_valid.shape[0], -1)

@@ -5,6 +5,8 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
+import warnings
+
 from torch import Tensor
 
 from .. import masks
@@ -38,6 +40,7 @@ def check_backend(backend: str) -> str:
 
 def check_impl(impl: str) -> str:
     """Deprecated name of :func:`check_backend`."""
+    warnings.warn("check_impl is deprecated; use check_backend", DeprecationWarning, 2)
     return check_backend(impl)
 
 
