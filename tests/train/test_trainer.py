@@ -88,7 +88,7 @@ def test_token_batching(tmp_path):
     cfg = toy_config(tmp_path, "--train.batch_tokens=40", "--train.epochs=1")
     trainer = Trainer(ToyTask(), cfg, progress=False)
     train = trainer.splits["train"]
-    batches = trainer._epoch_batches(0)
+    batches = trainer.feed.epoch_batches(0)
     assert sorted(i for b in batches for i in b) == list(range(len(train)))
     lengths = [len(train[i]["tokens"]) for b in batches for i in b]
     assert all(sum(len(train[i]["tokens"]) for i in b) <= 40 for b in batches)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attnlab.tasks import Task
+
+    from .state import TrainState
 
 __all__ = ["TrainResult"]
 
@@ -48,6 +53,30 @@ class TrainResult:
     wall_time_s: float
     world_size: int = 1
     history: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of_run(
+        cls,
+        state: TrainState,
+        task: Task,
+        *,
+        test: dict[str, float],
+        out_dir: str,
+        parameters: int,
+        wall_time_s: float,
+        world_size: int,
+    ) -> TrainResult:
+        """The result of a run that ended with ``state``, ``test`` its best model's metrics."""
+        s = state
+        return cls(
+            out_dir=out_dir, task=task.name, metric_name=task.metric_name,
+            higher_is_better=task.higher_is_better, best_score=s.best_score,
+            best_step=s.best_step, best_dev=dict(s.best_metrics), test=test, steps=s.step,
+            epochs=s.epoch, stopped_early=s.stopped_early, parameters=parameters,
+            unit=task.unit, units_per_s=s.units_seen / s.train_time_s if s.train_time_s else 0.0,
+            train_time_s=s.train_time_s, wall_time_s=wall_time_s, world_size=world_size,
+            history=list(s.history),
+        )  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
         """Every field but ``history``: the content of ``metrics.json``."""

@@ -6,8 +6,9 @@ One optimizer step:
    into ``world_size * grad_accum`` micro-batches (:mod:`attnlab.train.batching`);
 2. each rank backpropagates the *summed* loss of its micro-batches (``Task.loss`` returns
    ``(loss_sum, units)``); DDP all-reduces (averages) the gradients;
-3. one ``all_reduce`` of ``[loss_sum, units]`` gives the global unit count ``U`` and every
-   gradient is multiplied by ``world_size / U``.
+3. one ``all_reduce`` of ``[loss_sum, units, stop]`` gives the global unit count ``U`` (and
+   whether a signal asked any rank to stop), and every gradient is multiplied by
+   ``world_size / U``.
 
 The update therefore equals the gradient of ``(1/U) * sum of per-unit losses`` of the whole
 global batch, whatever the number of ranks, accumulation steps or padding.
@@ -26,8 +27,8 @@ A run never loses or misattributes its results:
 * the first SIGINT / SIGTERM stops after the current step and saves ``last.pt``
   (:mod:`~attnlab.train.interrupt`);
 * a non-finite loss or gradient never updates the weights: the step is skipped (at most
-  ``max_bad_steps`` times) or the run stops with :class:`~attnlab.train.errors.DivergenceError`;
-  a non-finite dev score never becomes ``best.pt``.
+  ``max_bad_steps`` times) or the run stops with :class:`~attnlab.train.errors.DivergenceError`
+  (:mod:`~attnlab.train.divergence`); a non-finite dev score never becomes ``best.pt``.
 """
 
 from __future__ import annotations
@@ -38,18 +39,13 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
-from torch import Tensor
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from attnlab.tasks import TASKS, Task
 
-from .batching import epoch_order, make_batches, rank_micro_batches
 from .checkpoint import BEST, LAST, load_checkpoint
 from .config import RunConfig, save_config
 from .distributed import (
@@ -60,22 +56,22 @@ from .distributed import (
     shutdown,
     wrap_model,
 )
-from .errors import DivergenceError, TrainingInterrupted
+from .divergence import check_step, gradient_norm, kept_checkpoints
+from .errors import TrainingInterrupted
+from .feed import Feed, Micro
 from .interrupt import StopOnSignal
 from .metrics_log import write_metrics_csv, write_metrics_json
 from .optim import build_optimizer
 from .result import TrainResult
 from .resume import find_resume_checkpoint, restore_rng, restore_training, save_training_checkpoint
 from .rng import seed_everything
-from .rundir import open_run_dir
+from .rundir import RunDirectory, open_run_dir
 from .schedule import build_scheduler
 from .state import TrainState
 
 __all__ = ["Trainer", "TrainResult"]
 
 logger = logging.getLogger(__name__)
-
-Micro = tuple[dict[str, Any], bool]  # (collated micro-batch, is a zero-weight dummy)
 
 
 class Trainer:
@@ -119,11 +115,12 @@ class Trainer:
         self.out_dir = Path(cfg.out_dir)
         self.env = init_distributed(tc.device)
         self.device = self.env.device
-        # Before any data loads: a bad or busy out_dir fails in a second, not after minutes.
-        self.run_dir = open_run_dir(self.out_dir, self.env, resume=resume, overwrite=overwrite)
         self._stop = StopOnSignal()
-        self._last_saved_step = -1
+        self._last_saved = -1  # step of the latest last.pt
+        self.run_dir = RunDirectory(self.out_dir)  # nothing held yet
         try:
+            # Before any data loads: a bad or busy out_dir fails in a second, not in minutes.
+            self.run_dir = open_run_dir(self.out_dir, self.env, resume=resume, overwrite=overwrite)
             self._build(resume)
         except BaseException:
             self.close(barrier=False)
@@ -133,7 +130,7 @@ class Trainer:
         task, cfg, tc = self.task, self.cfg, self.cfg.train
         ckpt = find_resume_checkpoint(self.out_dir / LAST, cfg, self.env, resume=resume)
         if ckpt is not None:
-            self._last_saved_step = ckpt["state"]["step"]
+            self._last_saved = ckpt["state"]["step"]
 
         seed_everything(tc.seed)  # same model init on every rank
         if ckpt is not None:
@@ -147,9 +144,8 @@ class Trainer:
         self.optimizer = build_optimizer(
             self.model, lr=tc.lr, weight_decay=tc.weight_decay, betas=tc.betas
         )
-        train = self.splits["train"]
-        self._costs = [task.batch_size_of(ex) for ex in train] if tc.batch_tokens else None
-        self.steps_per_epoch = len(self._epoch_batches(0))
+        self.feed = Feed(task, self.splits["train"], tc, self.env)
+        self.steps_per_epoch = len(self.feed.epoch_batches(0))
         total = tc.epochs * self.steps_per_epoch
         self.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.scheduler = build_scheduler(
@@ -224,9 +220,9 @@ class Trainer:
         self._stopping = False  # a signal asked to stop, on some rank (set by _step)
         with bar:
             while not self._finished():
-                batches = self._epoch_batches(s.epoch)
+                batches = self.feed.epoch_batches(s.epoch)
                 self._epoch_len = len(batches)
-                for micros in self._steps(batches, s.batch_in_epoch):
+                for micros in self.feed.steps(batches, s.batch_in_epoch):
                     self._step(micros, bar)
                     evaluated = bool(tc.eval_every) and s.step % tc.eval_every == 0
                     if evaluated:
@@ -263,7 +259,7 @@ class Trainer:
     def _interrupt(self) -> None:
         """Save ``last.pt`` (unless this step's is written) and raise TrainingInterrupted."""
         s = self.state
-        if self._last_saved_step != s.step:
+        if self._last_saved != s.step:
             self._save(LAST)
         barrier(self.env)  # no rank exits (and gets the others killed) before rank 0 has saved
         name = self._stop.signal_name or "a signal on another rank"
@@ -275,49 +271,6 @@ class Trainer:
             s.stopped_early or s.epoch >= tc.epochs or bool(tc.max_steps and s.step >= tc.max_steps)
         )
 
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        tc = self.cfg.train
-        order = epoch_order(len(self.splits["train"]), seed=tc.seed, epoch=epoch)
-        return make_batches(
-            order, batch_size=tc.batch_size, costs=self._costs, max_cost=tc.batch_tokens
-        )
-
-    def _loader(self, examples: list, **kwargs: Any) -> DataLoader:
-        # An explicit generator keeps DataLoader from drawing its worker base seed from the
-        # global torch RNG: creating a loader must not shift the dropout stream, or a resumed
-        # run (which creates its loader mid-epoch) would diverge.
-        return DataLoader(
-            examples, collate_fn=self.task.collate, num_workers=self.cfg.train.num_workers,
-            pin_memory=self.device.type == "cuda",
-            generator=torch.Generator().manual_seed(self.cfg.train.seed), **kwargs,
-        )  # fmt: skip
-
-    def _steps(self, batches: list[list[int]], start: int) -> Iterator[list[Micro]]:
-        """This rank's micro-batches of each remaining step of the epoch, from ``start``."""
-        tc, env = self.cfg.train, self.env
-        indices, dummy = [], []
-        for batch in batches[start:]:
-            for chunk in rank_micro_batches(
-                batch, rank=env.rank, world_size=env.world_size, grad_accum=tc.grad_accum
-            ):
-                dummy.append(not chunk)
-                indices.append(chunk or batch[:1])  # a dummy keeps collectives aligned
-        if not indices:
-            return
-        it = iter(self._loader(self.splits["train"], batch_sampler=indices))
-        accum = tc.grad_accum
-        for k in range(len(batches) - start):
-            yield [(next(it), dummy[k * accum + m]) for m in range(accum)]
-
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.bf16)
-
-    def _to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return {
-            k: v.to(self.device, non_blocking=True) if isinstance(v, Tensor) else v
-            for k, v in batch.items()
-        }
-
     def _step(self, micros: list[Micro], bar: tqdm) -> None:
         """One optimizer step over this rank's micro-batches (see the module docstring)."""
         tc, s = self.cfg.train, self.state
@@ -327,13 +280,13 @@ class Trainer:
         loss_local = torch.zeros((), dtype=torch.float64)
         units_local = 0.0
         for m, (batch, is_dummy) in enumerate(micros):
-            batch = self._to_device(batch)
+            batch = self.feed.to_device(batch)
             last = m == len(micros) - 1
             sync = contextlib.nullcontext()
             if self.env.distributed and not last:
                 sync = self.train_model.no_sync()  # all-reduce gradients once per step
             with sync:
-                with self._autocast():
+                with self.feed.autocast():
                     loss_sum, units = self.task.loss(self.train_model, batch)
                 loss_sum = loss_sum.float()
                 if is_dummy:
@@ -353,17 +306,21 @@ class Trainer:
         # DDP averaged the summed-loss gradients over ranks: undo the 1/world, divide by U.
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         torch._foreach_mul_(grads, self.env.world_size / units_total)
-        if tc.grad_clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
-        else:
-            norm = torch.nn.utils.get_total_norm(grads)
-        # The gradients are all-reduced, so every rank takes the same decision.
-        finite = math.isfinite(loss_total) and bool(torch.isfinite(norm))
+        norm = gradient_norm(self.model.parameters(), tc.grad_clip)
+        finite = check_step(
+            loss_total, norm, state=s, max_bad_steps=tc.max_bad_steps, log=self.env.is_main,
+            where=f"step {s.step + 1} (epoch {self._epoch_progress():.2f})",
+            advice=f"Lower train.lr (now {tc.lr:g})",
+            kept=kept_checkpoints(self.out_dir, {BEST: s.best_step, LAST: self._last_saved}),
+        )  # fmt: skip
         if finite:
             self.optimizer.step()
             self.scheduler.step()
-        else:
-            self._skip_bad_step(loss_total, float(norm))
+        else:  # no update; the schedule follows the step count all the same
+            self.optimizer.zero_grad(set_to_none=True)
+            with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()"
+                warnings.simplefilter("ignore", UserWarning)
+                self.scheduler.step()
 
         dt = time.perf_counter() - t0
         s.step += 1
@@ -380,33 +337,6 @@ class Trainer:
         bar.update(1)
         if tc.log_every and s.step % tc.log_every == 0:
             self._log_progress(bar)
-
-    def _skip_bad_step(self, loss: float, grad_norm: float) -> None:
-        """A non-finite loss or gradient: skip the update, or stop the run past the limit."""
-        tc, s = self.cfg.train, self.state
-        what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
-        where = f"step {s.step + 1} (epoch {self._epoch_progress():.2f})"
-        self.optimizer.zero_grad(set_to_none=True)
-        if s.bad_steps >= tc.max_bad_steps:
-            kept = [f"{name} holds step {step}" for name, step in
-                    ((BEST, s.best_step), (LAST, self._last_saved_step))
-                    if step >= 0 and (self.out_dir / name).is_file()]  # fmt: skip
-            skipped = f" after skipping {s.bad_steps}" if tc.max_bad_steps else ""
-            raise DivergenceError(
-                f"non-finite {what} at {where}: training stopped{skipped}, before the update. "
-                + (f"In {self.out_dir}, {' and '.join(kept)}. " if kept else "")
-                + f"Lower train.lr (now {tc.lr:g}), or let up to N such steps be skipped with "
-                "train.max_bad_steps=N"
-            )
-        s.bad_steps += 1
-        with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
-            warnings.simplefilter("ignore", UserWarning)
-            self.scheduler.step()  # the schedule follows the step count, updates or not
-        if self.env.is_main:
-            logger.warning(
-                "non-finite %s at %s: step skipped, weights unchanged (%d of at most %d)",
-                what, where, s.bad_steps, tc.max_bad_steps,
-            )  # fmt: skip
 
     def _log_progress(self, bar: tqdm) -> None:
         s = self.state
@@ -436,11 +366,11 @@ class Trainer:
         if not examples:
             return {}
         tc = self.cfg.train
-        loader = self._loader(examples, batch_size=tc.eval_batch_size or tc.batch_size)
+        loader = self.feed.loader(examples, batch_size=tc.eval_batch_size or tc.batch_size)
         self.model.eval()
         try:
-            with torch.no_grad(), self._autocast():
-                metrics = self.task.evaluate(self.model, (self._to_device(b) for b in loader))
+            with torch.no_grad(), self.feed.autocast():
+                metrics = self.task.evaluate(self.model, (self.feed.to_device(b) for b in loader))
         finally:
             self.model.train()
         return {k: float(v) for k, v in metrics.items()}
@@ -489,14 +419,9 @@ class Trainer:
 
     def _result(self, test: dict[str, float]) -> TrainResult:
         s, task = self.state, self.task
-        result = TrainResult(
-            out_dir=str(self.out_dir), task=task.name, metric_name=task.metric_name,
-            higher_is_better=task.higher_is_better, best_score=s.best_score,
-            best_step=s.best_step, best_dev=dict(s.best_metrics), test=test, steps=s.step,
-            epochs=s.epoch, stopped_early=s.stopped_early, parameters=self.num_parameters,
-            unit=task.unit, units_per_s=s.units_seen / s.train_time_s if s.train_time_s else 0.0,
-            train_time_s=s.train_time_s, wall_time_s=self._elapsed(),
-            world_size=self.env.world_size, history=list(s.history),
+        result = TrainResult.of_run(
+            s, task, test=test, out_dir=str(self.out_dir), parameters=self.num_parameters,
+            wall_time_s=self._elapsed(), world_size=self.env.world_size,
         )  # fmt: skip
         if self.env.is_main:
             write_metrics_json(self.out_dir / "metrics.json", result.summary())
@@ -509,7 +434,7 @@ class Trainer:
         """Write ``out_dir/name`` (collective: every rank contributes its RNG state)."""
         self.state.elapsed_s = self._elapsed()
         if name == LAST:
-            self._last_saved_step = self.state.step
+            self._last_saved = self.state.step
         save_training_checkpoint(
             self.out_dir / name, model=self.model, optimizer=self.optimizer,
             scheduler=self.scheduler, state=self.state, cfg=self.cfg, task=self.task, env=self.env,
