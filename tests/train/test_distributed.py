@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from attnlab.tasks.registry import BUILTIN_TASKS
+from attnlab.train import load_checkpoint
 from attnlab.train.distributed import (
     DistEnv,
     all_gather_object,
@@ -114,3 +115,21 @@ def test_torchrun_trains_the_default_model_of_every_task(tmp_path, data_mirror):
         assert a["weights"] == pytest.approx(b["weights"], rel=1e-9), name  # DDP kept them equal
         assert a["test"] == b["test"] and a["best_dev"] == b["best_dev"], name
         assert (tmp_path / "runs" / name / "last.pt").is_file(), name
+
+
+@pytest.mark.slow  # another torchrun (~10 s); the single-process signal tests run by default
+def test_a_signal_on_one_rank_stops_every_rank_after_the_same_step(tmp_path):
+    # Rank 1 alone gets SIGTERM in step 4: the stop request travels with the step's loss
+    # all-reduce, so both ranks finish step 4, rank 0 saves it, and both report it.
+    env = {**_torchrun_env(), "DDP_TOY_SIGTERM": "1:4"}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        str(SCRIPT), str(tmp_path / "run"), str(tmp_path / "report"), *OVERRIDES,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    reports = [json.loads((tmp_path / "report" / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["interrupted"] for r in reports] == [
+        {"signal": "a signal on another rank", "step": 4}, {"signal": "SIGTERM", "step": 4},
+    ]  # fmt: skip
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["state"]["step"] == 4
