@@ -31,8 +31,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from .functional import Normalization, Score, at_least_float32, attend, key_counts, safe_max
+from .functional import Normalization, Score, attend, key_counts
 from .masks import Causal, Dense, Mask
+from .numerics import at_least_float32, safe_max
 from .registry import Registry
 
 __all__ = [

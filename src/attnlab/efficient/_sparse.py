@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..masks import Mask
-from .base import masked_softmax
+from ..numerics import masked_softmax
 
 __all__ = ["band_index", "append_keys", "dedupe", "gathered_attention", "full_rows"]
 

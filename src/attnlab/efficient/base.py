@@ -21,9 +21,9 @@ import warnings
 import torch
 from torch import Tensor
 
-from ..functional import masked_softmax
 from ..kernels.base import AttentionKernel, MaskParts, split_dense, split_mask
 from ..masks import Causal, Dense, Mask, from_tensor
+from ..numerics import masked_softmax
 
 __all__ = [
     "AttentionKernel",

@@ -11,7 +11,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .base import AttentionKernel, MaskParts, masked_softmax
+from ..numerics import masked_softmax
+from .base import AttentionKernel, MaskParts
 
 __all__ = ["LinformerKernel"]
 

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import AttentionKernel, MaskParts, key_valid_rows, masked_softmax
+from ..numerics import masked_softmax
+from .base import AttentionKernel, MaskParts, key_valid_rows
 
 __all__ = ["SinkhornKernel", "sinkhorn_normalize"]
 

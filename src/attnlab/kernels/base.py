@@ -30,8 +30,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import torch
 from torch import Tensor, nn
 
-from ..functional import zero_dead_keys
 from ..masks import Causal, Dense, Mask, Padding, check_mask_tensor, from_tensor
+from ..numerics import zero_dead_keys
 
 __all__ = [
     "AttentionKernel",

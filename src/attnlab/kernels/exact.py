@@ -11,15 +11,9 @@ from typing import ClassVar
 from torch import Tensor, nn
 
 from ..backends import BACKENDS, Problem, check_backend_name, run_backend
-from ..functional import (
-    Normalization,
-    Score,
-    check_bias,
-    get_normalize,
-    make_score,
-    zero_dead_keys,
-)
+from ..functional import Normalization, Score, check_bias, get_normalize, make_score
 from ..masks import Mask, check_mask, live_keys
+from ..numerics import zero_dead_keys
 from .base import AttentionKernel, KernelOutput
 
 __all__ = ["ExactKernel"]

@@ -1,53 +1,25 @@
-"""Attention masks: one convention, two renderings.
-
-Convention (as ``torch.nn.attention.flex_attention``): a mask is a pure function
-``mask_mod(b, h, q_idx, kv_idx) -> bool`` with **True = may attend**. Every mask here can be
-rendered as
-
-* a dense boolean tensor broadcastable to ``(b, h, i, j)`` (:meth:`Mask.dense`), for the
-  reference, SDPA and chunked backends; and
-* a FlexAttention ``BlockMask`` (:meth:`Mask.block_mask`, cached per shape), for the
-  block-sparse flex backend.
-
-Masks compose with ``&`` and ``|``. Plain boolean tensors are accepted wherever a mask is, with
-the same meaning (see :func:`check_mask_tensor` for the shapes, and the one shape refused because
-it could be misread).
-
-Every mask is an instance of a public class (:class:`Causal`, :class:`Local`, :class:`Padding`,
-:class:`Graph`, :class:`GlobalTokens`, :class:`Dense`, :class:`And`, :class:`Or`), built by the
-lower-case constructors below; kernels read a mask's structure through these classes and
-:meth:`Mask.conjuncts` (the terms of ``a & b & ...``), never through private names.
+"""The mask protocol: :class:`Mask` and its composition (:class:`And`, :class:`Or`), a plain
+tensor as a mask (:class:`Dense`), and the checks every entry point shares.
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import Tensor
 
 __all__ = [
     "Mask",
-    "Causal",
-    "Local",
-    "Padding",
-    "Graph",
-    "GlobalTokens",
-    "Dense",
+    "Binary",
     "And",
     "Or",
-    "causal",
-    "local",
-    "padding",
-    "graph",
-    "global_tokens",
+    "Dense",
     "from_tensor",
+    "live_keys",
     "check_mask",
     "check_mask_tensor",
     "check_pair_shape",
-    "live_keys",
 ]
 
 
@@ -208,130 +180,6 @@ class Or(Binary):
         return None if left is None or right is None else left | right
 
 
-class Causal(Mask):
-    """Query ``i`` may attend to keys ``j <= i``; built by :func:`causal`."""
-
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        return q_idx >= kv_idx
-
-    def __repr__(self) -> str:
-        return "causal()"
-
-
-class Local(Mask):
-    """Keys within ``window`` positions of the query (the radius); built by :func:`local`."""
-
-    def __init__(self, window: int, causal: bool = False) -> None:
-        if not isinstance(window, int) or window < 0:
-            raise ValueError(f"local: window must be an int >= 0, got {window!r}")
-        self.window, self.causal = window, causal
-
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        d = q_idx - kv_idx
-        if self.causal:
-            return (d >= 0) & (d <= self.window)
-        return (d <= self.window) & (d >= -self.window)
-
-    def __repr__(self) -> str:
-        return f"local({self.window}, causal={self.causal})"
-
-
-class Padding(Mask):
-    """Key padding: sequence ``b`` has ``lengths[b]`` real keys; built by :func:`padding`."""
-
-    uses_batch = True
-
-    def __init__(self, lengths: Tensor | Sequence[int]) -> None:
-        lengths = torch.as_tensor(lengths)
-        if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-            raise ValueError(
-                "padding: lengths must be a 1-D integer tensor of shape (batch,), got "
-                f"dtype {lengths.dtype} and shape {tuple(lengths.shape)}"
-            )
-        if (lengths < 0).any():
-            raise ValueError(f"padding: lengths must be >= 0, got {lengths.tolist()}")
-        self.lengths = lengths
-        # Read once here: check() runs on every call, and reading a GPU tensor syncs.
-        self.max_length = int(lengths.max()) if lengths.numel() else 0
-
-    def check(self, batch: int, q_len: int, kv_len: int) -> None:
-        if self.lengths.numel() != batch:
-            raise ValueError(
-                f"padding: lengths has {self.lengths.numel()} entries but the batch has {batch}"
-            )
-        if self.max_length > kv_len:
-            raise ValueError(
-                f"padding: a length ({self.max_length}) exceeds the key length {kv_len}"
-            )
-
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        return kv_idx < self.lengths.to(kv_idx.device)[b]
-
-    def live_keys(self, batch: int, kv_len: int) -> Tensor | None:
-        lengths = self.lengths.view(-1, 1, 1, 1)  # (b, 1, 1, 1)
-        return torch.arange(kv_len, device=lengths.device) < lengths  # (b, 1, 1, j)
-
-    def __repr__(self) -> str:
-        return f"padding({self.lengths.tolist()})"
-
-
-class Graph(Mask):
-    """Attention along the edges of a graph; built by :func:`graph`."""
-
-    def __init__(self, edge_index: Tensor, num_nodes: int, self_loops: bool = True) -> None:
-        edge_index = torch.as_tensor(edge_index)
-        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.dtype.is_floating_point:
-            raise ValueError(
-                "graph: edge_index must be an integer tensor of shape (2, num_edges), got "
-                f"dtype {edge_index.dtype} and shape {tuple(edge_index.shape)}"
-            )
-        if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
-            raise ValueError(
-                f"graph: edge_index holds node ids outside [0, {num_nodes}); "
-                f"got range [{int(edge_index.min())}, {int(edge_index.max())}]"
-            )
-        adj = torch.zeros(num_nodes, num_nodes, dtype=torch.bool, device=edge_index.device)
-        # Message passing convention (PyG): edge (src, dst) lets node dst attend to node src.
-        adj[edge_index[1], edge_index[0]] = True
-        if self_loops:
-            adj.fill_diagonal_(True)
-        self.adjacency = adj  # (i, j): query node i may attend to key node j
-        self.num_nodes = num_nodes
-
-    def check(self, batch: int, q_len: int, kv_len: int) -> None:
-        if q_len != self.num_nodes or kv_len != self.num_nodes:
-            raise ValueError(
-                f"graph: the mask is for {self.num_nodes} nodes, but the attention has "
-                f"{q_len} queries and {kv_len} keys"
-            )
-
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        return self.adjacency.to(q_idx.device)[q_idx, kv_idx]
-
-    def __repr__(self) -> str:
-        return f"graph(num_nodes={self.num_nodes}, edges={int(self.adjacency.sum())})"
-
-
-class GlobalTokens(Mask):
-    """Tokens that attend everywhere and are attended from everywhere; see
-    :func:`global_tokens`."""
-
-    def __init__(self, indices: Sequence[int] | Tensor) -> None:
-        idx = torch.as_tensor(indices, dtype=torch.long).flatten()
-        if (idx < 0).any():
-            raise ValueError(f"global_tokens: indices must be >= 0, got {idx.tolist()}")
-        self.indices = idx
-
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        idx = self.indices.to(q_idx.device)
-        q_global = (q_idx.unsqueeze(-1) == idx).any(-1)
-        kv_global = (kv_idx.unsqueeze(-1) == idx).any(-1)
-        return q_global | kv_global
-
-    def __repr__(self) -> str:
-        return f"global_tokens({self.indices.tolist()})"
-
-
 class Dense(Mask):
     """A plain boolean tensor, broadcastable to ``(b, h, i, j)``, seen as a mask object."""
 
@@ -370,58 +218,6 @@ class Dense(Mask):
 
     def __repr__(self) -> str:
         return f"tensor_mask(shape={tuple(self.tensor.shape)})"
-
-
-# The private names of earlier versions, for code that imported them.
-_Binary, _And, _Or, _Causal, _Local = Binary, And, Or, Causal, Local
-_Padding, _Graph, _Global, _Dense = Padding, Graph, GlobalTokens, Dense
-
-
-# ---- public constructors ---------------------------------------------------------------------
-def causal() -> Mask:
-    """Query ``i`` may attend to keys ``j <= i`` (autoregressive decoding)."""
-    return Causal()
-
-
-def local(window: int, causal: bool = False) -> Mask:
-    """Truncated (local) self-attention: query ``i`` sees keys with ``|i - j| <= window``.
-
-    ``window`` is the radius (keys on each side), not the width: a query sees ``2 window + 1``
-    keys, or ``window + 1`` with ``causal=True`` (only ``0 <= i - j <= window``). This is the
-    restricted self-attention used for long inputs such as 10 ms speech frames, where context
-    far away matters little. A window ``>= n - 1`` is full attention.
-    """
-    return Local(window, causal)
-
-
-def padding(lengths: Tensor | Sequence[int]) -> Mask:
-    """Key padding: in sequence ``b`` only keys ``j < lengths[b]`` may be attended to.
-
-    The form to use for a batch of sequences of different lengths (rather than a ``(b, n)``
-    boolean tensor, which :func:`check_mask_tensor` refuses as ambiguous).
-    """
-    return Padding(torch.as_tensor(lengths))
-
-
-def graph(edge_index: Tensor, num_nodes: int, *, self_loops: bool = True) -> Mask:
-    """Attention only along the edges of a graph (GAT-style).
-
-    Args:
-        edge_index: ``(2, num_edges)`` integer tensor; edge ``(src, dst)`` lets node ``dst``
-            attend to node ``src`` (the PyG message-passing convention). Give both directions
-            for an undirected graph.
-        num_nodes: number of nodes; queries and keys are the nodes.
-        self_loops: whether every node may attend to itself (default True).
-    """
-    return Graph(edge_index, num_nodes, self_loops)
-
-
-def global_tokens(indices: Sequence[int] | Tensor) -> Mask:
-    """Tokens at ``indices`` attend everywhere and are attended to from everywhere.
-
-    Combine with ``local`` for Longformer-style attention: ``local(w) | global_tokens([0])``.
-    """
-    return GlobalTokens(indices)
 
 
 def from_tensor(mask: Mask | Tensor) -> Mask:
