@@ -188,6 +188,7 @@ def test_live_keys():
     want = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool).view(2, 1, 1, 5)
     assert torch.equal(masks.padding(lengths).live_keys(b, n).expand(2, 1, 1, 5), want)
     assert masks.causal().live_keys(b, n) is None and masks.local(1).live_keys(b, n) is None
+    assert masks.padding([5, 5]).live_keys(b, n) is None  # no padding: nothing to zero
     assert torch.equal((masks.causal() & masks.padding(lengths)).live_keys(b, n), want)
     assert (masks.causal() | masks.padding(lengths)).live_keys(b, n) is None
     dense = torch.ones(b, 1, n, n, dtype=torch.bool).tril()

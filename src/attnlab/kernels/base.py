@@ -128,7 +128,8 @@ def split_mask(
             causal = True
             continue
         if isinstance(term, Padding):
-            key_valid = _and(key_valid, term.live_keys(batch, kv_len))
+            live = term.live_keys(batch, kv_len)  # None: no sequence is padded
+            key_valid = key_valid if live is None else _and(key_valid, live)
             continue
         if isinstance(term, Dense):
             found = split_dense(term.tensor, q_len, kv_len, q_offset)

@@ -61,8 +61,10 @@ class Padding(Mask):
         if (lengths < 0).any():
             raise ValueError(f"padding: lengths must be >= 0, got {lengths.tolist()}")
         self.lengths = lengths
-        # Read once here: check() runs on every call, and reading a GPU tensor syncs.
+        # Read once here: check() and live_keys() run on every call, and reading a GPU tensor
+        # syncs.
         self.max_length = int(lengths.max()) if lengths.numel() else 0
+        self.min_length = int(lengths.min()) if lengths.numel() else 0
 
     def check(self, batch: int, q_len: int, kv_len: int) -> None:
         if self.lengths.numel() != batch:
@@ -78,6 +80,8 @@ class Padding(Mask):
         return kv_idx < self.lengths.to(kv_idx.device)[b]
 
     def live_keys(self, batch: int, kv_len: int) -> Tensor | None:
+        if self.min_length >= kv_len:
+            return None  # no sequence is padded: nothing to zero
         lengths = self.lengths.view(-1, 1, 1, 1)  # (b, 1, 1, 1)
         return torch.arange(kv_len, device=lengths.device) < lengths  # (b, 1, 1, j)
 
