@@ -79,11 +79,9 @@ class ExactKernel(AttentionKernel):
             self.score = score
         self.normalize = get_normalize(normalize)
         self.backend, self.dropout = check_backend_name(backend), dropout
-        reason = (
-            None
-            if backend == "auto"
-            else BACKENDS.get(backend)().refuses(self.score, self.normalize)
-        )
+        if backend == "auto":
+            return  # auto picks, per call, a backend that computes the request
+        reason = BACKENDS.get(backend)().refuses(self.score, self.normalize)
         if reason is not None:
             raise ValueError(
                 f"backend {backend!r} {reason}. Use backend='chunked' (any score and "
