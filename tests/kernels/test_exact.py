@@ -156,3 +156,20 @@ def test_exact_kernel_is_an_attention_kernel():
     assert isinstance(kernel, AttentionKernel) and kernel.supports_causal
     assert kernel.supports_structured and kernel.normalize.name == "sigmoid"
     assert "backend=auto" in repr(kernel)
+
+
+def test_unsupported_says_why_or_none():
+    from attnlab.efficient import make_kernel
+    from attnlab.kernels import split_mask
+
+    linformer = make_kernel("linformer", dim=8, heads=2, k=4, max_len=8)
+    causal = split_mask(masks.causal(), batch=1, q_len=4, kv_len=4)
+    local = split_mask(masks.local(1), batch=1, q_len=4, kv_len=4)
+    padding = split_mask(masks.padding([3]), batch=1, q_len=4, kv_len=4)
+    assert "linformer cannot apply a causal mask" in linformer.unsupported(causal)
+    assert "linformer cannot apply the mask local(1" in linformer.unsupported(local)
+    assert linformer.unsupported(padding) is None and linformer.unsupported() is None
+    assert "cannot add a score bias" in linformer.unsupported(bias=True)
+    assert "does not return attention weights" in linformer.unsupported(need_weights=True)
+    exact = ExactKernel(dim=8, heads=2)
+    assert exact.unsupported(local, bias=True, need_weights=True) is None

@@ -156,8 +156,8 @@ class AttentionKernel(nn.Module):
     Subclasses set :attr:`name`, declare what masks they honour (:attr:`supports_causal`,
     :attr:`supports_structured`), say why they cannot do the rest (:attr:`causal_reason`,
     :attr:`bias_reason`, :attr:`weights_reason`) and implement :meth:`attend`.
-    :meth:`attention` validates shapes, splits the mask, rejects what the kernel cannot apply,
-    zeroes the keys and values of padding (a NaN there must not reach a real output) and the
+    :meth:`attention` validates shapes, splits the mask, rejects what the kernel cannot apply
+    (:meth:`unsupported` says why), zeroes the keys and values of padding (a NaN there must not reach a real output) and the
     output of queries that may attend to no key.
 
     Args:
@@ -220,11 +220,12 @@ class AttentionKernel(nn.Module):
         (broadcastable to ``(b, h, i, j)``) and the attention weights (``need_weights``).
         Returns ``KernelOutput(out, weights, ran)``."""
         self.check_inputs(q, k, v)
-        self.check_request(bias=bias is not None, need_weights=need_weights)
         b, _, i, _ = q.shape
         j = k.shape[2]
         parts = split_mask(mask, batch=b, q_len=i, kv_len=j, q_offset=q_offset, device=q.device)
-        self.check_mask(parts)
+        reason = self.unsupported(parts, bias=bias is not None, need_weights=need_weights)
+        if reason is not None:
+            raise ValueError(reason)
         k, v = zero_dead_keys(k, v, parts.key_valid)
         out = self.attend(q, k, v, parts, q_offset=q_offset)
         if parts.key_valid is not None:  # a sequence with no real key: zeros, not noise
@@ -244,37 +245,43 @@ class AttentionKernel(nn.Module):
                 f"shape {tuple(q.shape)}"
             )
 
-    def check_request(self, *, bias: bool, need_weights: bool) -> None:
-        """Raise ``ValueError`` if the call asks for a score bias or the weights and the kernel
-        cannot give them."""
+    def unsupported(
+        self, parts: MaskParts | None = None, *, bias: bool = False, need_weights: bool = False
+    ) -> str | None:
+        """Why the kernel cannot compute a request with these mask ``parts``, a score ``bias``
+        or the weights (a sentence naming the kernel and what to use instead), or None."""
         if need_weights and self.weights_reason is not None:
-            raise ValueError(
+            return (
                 f"kernel {self.name!r} does not return attention weights: "
                 f"{self.weights_reason}; use exact attention (kernel=None) to see them"
             )
         if bias and self.bias_reason is not None:
-            raise ValueError(
+            return (
                 f"kernel {self.name!r} cannot add a score bias: {self.bias_reason}. A bias= "
                 "tensor and score-biasing positional encodings (relative, ALiBi) need exact "
                 "attention (kernel=None)"
             )
-
-    def check_mask(self, parts: MaskParts) -> None:
-        """Raise ``ValueError`` if the kernel cannot apply every part of the mask."""
-        if parts.causal and not self.supports_causal:
-            raise ValueError(
+        if parts is not None and parts.causal and not self.supports_causal:
+            return (
                 f"{self.name} cannot apply a causal mask: {self.causal_reason}; use "
                 "kernel='linear', 'performer' or 'local' for causal attention"
             )
-        if parts.rest is not None and not self.supports_structured:
+        if parts is not None and parts.rest is not None and not self.supports_structured:
             allowed = "key padding (masks.padding)" + (
                 " and causality (masks.causal)" if self.supports_causal else ""
             )
-            raise ValueError(
+            return (
                 f"{self.name} cannot apply the mask {parts.rest!r}: it only honours {allowed}. "
                 "Use kernel='local', 'longformer', 'bigbird' or 'synthesizer', or exact "
                 "attention (kernel=None), for arbitrary masks"
             )
+        return None
+
+    def check_mask(self, parts: MaskParts) -> None:
+        """Raise ``ValueError`` if the kernel cannot apply every part of the mask."""
+        reason = self.unsupported(parts)
+        if reason is not None:
+            raise ValueError(reason)
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
