@@ -543,3 +543,15 @@ def test_window_is_a_radius_everywhere():
         random_blocks=0, backend="banded",
     )  # fmt: skip
     torch.testing.assert_close(bigbird(q, k, v), want, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n, m", [(12, 4), (12, 5), (3, 4)])
+def test_nystrom_landmarks_without_padding_equal_the_general_segments(n, m):
+    """The reshape-and-mean fast path (no padding, m divides n) gives the general segments."""
+    from attnlab.efficient.nystrom import segment_means
+
+    x = torch.randn(2, 3, n, 4, dtype=torch.float64)
+    fast, present = segment_means(x, None, m)
+    general, present_general = segment_means(x, torch.ones(2, n, dtype=torch.bool), m)
+    torch.testing.assert_close(fast, general, atol=1e-14, rtol=0)
+    assert torch.equal(present, present_general) and present.all() == (n >= m)

@@ -33,7 +33,12 @@ def segment_means(x: Tensor, valid: Tensor | None, m: int) -> tuple[Tensor, Tens
         ``(landmarks (b, h, m, d), present (b, m))``; an empty segment's landmark is zero and
         ``present`` False.
     """
-    b, _, n, _ = x.shape
+    b, h, n, d = x.shape
+    if valid is None and n % m == 0:
+        # Every token real and n = m c: the segments are the m consecutive blocks of c tokens,
+        # a reshape and a mean (O(n d)) instead of the (m, n) averaging matrix (O(m n d)).
+        present = torch.ones(b, m, dtype=torch.bool, device=x.device)
+        return x.view(b, h, m, n // m, d).mean(3), present  # (b, h, m, d)
     if valid is None:
         valid = torch.ones(b, n, dtype=torch.bool, device=x.device)
     rank = valid.long().cumsum(-1) - 1  # (b, n) rank among real tokens
@@ -146,13 +151,16 @@ class NystromKernel(AttentionKernel):
         q_l, q_present = segment_means(q, query_valid, m)  # (b, h, m, d)
         k_l, k_present = segment_means(k, key_valid, m)  # (b, h, m, d)
         kp = k_present[:, None, None, :]  # (b, 1, 1, m)
-        f = masked_softmax(q @ k_l.transpose(-2, -1), kp)  # (b, h, i, m)
-        a = masked_softmax(q_l @ k_l.transpose(-2, -1), kp)  # (b, h, m, m)
-        # Rows of empty query landmarks: e_r where key landmark r is empty too, else 0. With the
-        # same landmarks empty on both sides, A = diag(A_real, I) and A+ = diag(A_real+, I), so
-        # empty landmarks drop out of F A+ B exactly.
-        eye = torch.eye(m, dtype=a.dtype, device=a.device)
-        a = torch.where(q_present[:, None, :, None], a, eye * ~kp)
+        # With no padding and at least m tokens no landmark is empty: plain softmaxes.
+        k_all, q_all = key_valid is None and j >= m, query_valid is None and i >= m
+        f = masked_softmax(q @ k_l.transpose(-2, -1), None if k_all else kp)  # (b, h, i, m)
+        a = masked_softmax(q_l @ k_l.transpose(-2, -1), None if k_all else kp)  # (b, h, m, m)
+        if not q_all:
+            # Rows of empty query landmarks: e_r where key landmark r is empty too, else 0. With
+            # the same landmarks empty on both sides, A = diag(A_real, I) and
+            # A+ = diag(A_real+, I), so empty landmarks drop out of F A+ B exactly.
+            eye = torch.eye(m, dtype=a.dtype, device=a.device)
+            a = torch.where(q_present[:, None, :, None], a, eye * ~kp)
         kv_valid = None if key_valid is None else key_valid[:, None, None, :]
         bmat = masked_softmax(q_l @ k.transpose(-2, -1), kv_valid)  # (b, h, m, j)
         if self.pinv == "iterative":
