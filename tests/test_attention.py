@@ -97,6 +97,61 @@ def test_from_torch_without_biases():
     torch.testing.assert_close(ours(x).out, ref(x, x, x, need_weights=False)[0])
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "qkv", "out"),
+    [
+        ({}, True, True),
+        ({"bias": False}, False, False),
+        ({"qkv_bias": False}, False, True),  # timm's ViT default
+        ({"bias": False, "out_bias": True}, False, True),
+        ({"out_bias": False}, True, False),
+    ],
+)
+def test_separate_bias_flags(kwargs, qkv, out):
+    """``qkv_bias`` / ``out_bias`` (None: follow ``bias``) choose the projections' biases; the
+    state-dict names stay, and the fused self-attention matmul equals the separate q and kv
+    projections (cross-attention to x itself), with or without biases."""
+    torch.manual_seed(0)
+    mha = layer(**kwargs)
+    assert (mha.q_proj.bias is not None, mha.kv_proj.bias is not None) == (qkv, qkv)
+    assert (mha.out_proj.bias is not None) == out
+    names = {"q_proj.weight", "kv_proj.weight", "out_proj.weight"}
+    names |= {"q_proj.bias", "kv_proj.bias"} if qkv else set()
+    names |= {"out_proj.bias"} if out else set()
+    assert set(mha.state_dict()) == names
+    x = torch.randn(2, 5, 16, dtype=F64, requires_grad=True)
+    fused = mha(x, mask=masks.padding([5, 3])).out
+    separate = mha(x, x, mask=masks.padding([5, 3])).out  # q_proj and kv_proj one by one
+    torch.testing.assert_close(fused, separate, atol=1e-12, rtol=0)
+    fused.square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in mha.parameters())
+    with torch.no_grad():  # the no-grad path caches the fused weights: same result
+        torch.testing.assert_close(mha(x, mask=masks.padding([5, 3])).out, fused)
+
+
+def test_a_layer_without_qkv_biases_equals_one_with_zero_biases():
+    torch.manual_seed(0)
+    free = layer(qkv_bias=False)
+    zero = layer()
+    zero.load_state_dict({**free.state_dict(), "q_proj.bias": torch.zeros(16, dtype=F64),
+                          "kv_proj.bias": torch.zeros(32, dtype=F64)})  # fmt: skip
+    x = torch.randn(2, 5, 16, dtype=F64)
+    torch.testing.assert_close(free(x).out, zero(x).out, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"bias": None}, "bias must be True or False, got None"),
+        ({"qkv_bias": 1}, r"qkv_bias must be True or False \(or None: follow bias\), got 1"),
+        ({"out_bias": "yes"}, "out_bias must be True or False"),
+    ],
+)
+def test_bias_flags_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MultiHeadAttention(16, 4, **kwargs)
+
+
 def test_from_torch_copies_the_training_mode():
     # Dropout included: an eval-mode torch layer gives an eval-mode layer, equal outputs.
     ref = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True, dtype=F64).eval()
@@ -306,6 +361,7 @@ def test_explicit_backend_is_what_runs(backend):
 def test_auto_picks_flex_only_for_sparse_structured_masks_without_grad(monkeypatch):
     # The decision alone (no compilation): long enough, sparse enough, no gradient, float32.
     monkeypatch.setattr(attnlab.backends, "_FLEX_MIN_KEYS", 128)
+    monkeypatch.setattr(attnlab.backends, "_BUILD_COST_EAGER", 0.0)  # block masks cost nothing
     q, k, v = (torch.randn(2, 2, 256, 16) for _ in range(3))
     sparse = masks.causal() & masks.padding([251, 0])  # 3 of 8 blocks of 128 x 128
 
@@ -326,6 +382,7 @@ def test_auto_picks_flex_only_for_sparse_structured_masks_without_grad(monkeypat
 def test_auto_runs_flex_and_says_so(monkeypatch):
     # n = 320, not a multiple of flex's 128-blocks; the second sequence is empty (zeros).
     monkeypatch.setattr(attnlab.backends, "_FLEX_MIN_KEYS", 128)
+    monkeypatch.setattr(attnlab.backends, "_BUILD_COST_EAGER", 0.0)  # block masks cost nothing
     mha = layer(dim=32, heads=2, dtype=torch.float32)
     x = torch.randn(2, 320, 32)
     mask = masks.causal() & masks.padding([315, 0])  # 6 of 18 blocks, density 0.48

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 import attnlab.convert
-from attnlab import AttentionConfig, masks
+from attnlab import AttentionConfig, MultiHeadAttention, masks
+from attnlab.blocks import TransformerBlock
 from attnlab.convert import (
     attention_from_hf_bert,
     attention_from_timm,
@@ -124,6 +125,9 @@ def test_attention_from_hf_bert_self_attention_alone_and_with_output(bert):
     with torch.no_grad():
         heads = sa(x, attention_mask=extended)[0]
         alone = attention_from_hf_bert(sa)  # identity output projection
+        assert alone.out_proj.bias is None and torch.equal(
+            alone.out_proj.weight, torch.eye(DIM, dtype=F64)
+        )
         torch.testing.assert_close(alone(x, mask=mask_from_hf(user)).out, heads, **TOL)
         for output in (so, so.dense):
             layer = attention_from_hf_bert(sa, output=output)
@@ -198,12 +202,56 @@ def test_block_from_hf_bert_carries_dropouts_and_mode(bert):
     assert approx.self_attn.dropout == 0.0 and approx.drop.p == 0.1
 
 
+def drop_biases(*linears: nn.Linear) -> None:
+    for linear in linears:
+        linear.register_parameter("bias", None)
+
+
+@pytest.mark.parametrize(
+    "without",
+    [
+        ("query", "key", "value"),  # bias-free q/k/v, biased output dense (timm-like)
+        ("query",),  # biased keys and values only
+        ("key",),  # Whisper-style: bias-free keys
+        ("dense",),  # biased q/k/v, bias-free output
+    ],
+)
+def test_attention_from_hf_bert_with_mixed_biases(bert, without):
+    """Biases on some projections only: q/k/v share ``qkv_bias`` (a missing one is a zero
+    bias), the output dense has ``out_bias``; the layer equals the module in float64."""
+    torch.manual_seed(0)
+    ref = bert.BertAttention(bert_config()).to(F64).eval()
+    own = {"query": ref.self, "key": ref.self, "value": ref.self, "dense": ref.output}
+    drop_biases(*(getattr(own[name], name) for name in without))
+    layer = MultiHeadAttention.from_hf_bert(ref)
+    assert (layer.q_proj.bias is None) == (layer.kv_proj.bias is None)
+    assert (layer.q_proj.bias is None) == ({"query", "key", "value"} <= set(without))
+    assert (layer.out_proj.bias is None) == ("dense" in without)
+    x = randn(2, 6, DIM)
+    user, extended = hf_masks(LENGTHS, 6)
+    with torch.no_grad():
+        heads = ref.self(x, attention_mask=extended)[0]
+        got = layer(x, mask=mask_from_hf(user)).out
+    torch.testing.assert_close(got, ref.output.dense(heads), **TOL)
+
+
+def test_block_from_hf_bert_with_a_bias_free_feed_forward_map(bert):
+    torch.manual_seed(0)
+    ref = bert.BertLayer(bert_config()).to(F64).eval()
+    randomise_norms(ref)
+    drop_biases(ref.output.dense, ref.attention.self.key)
+    block = TransformerBlock.from_hf_bert(ref)
+    assert block.ff.fc2.bias is not None and not block.ff.fc2.bias.any()  # a zero bias
+    x = randn(2, 6, DIM)
+    user, extended = hf_masks(LENGTHS, 6)
+    with torch.no_grad():
+        expected = ref(x, extended)
+        expected = expected[0] if isinstance(expected, tuple) else expected
+        torch.testing.assert_close(block(x, mask=mask_from_hf(user)).out, expected, **TOL)
+
+
 def test_hf_bert_conversion_refuses_what_it_cannot_express(bert):
     config = bert_config()
-    sa = bert.BertSelfAttention(config)
-    sa.query.register_parameter("bias", None)  # bias-free queries, biased keys / values
-    with pytest.raises(ValueError, match="biases on key, value but not on query.*one bias flag"):
-        attention_from_hf_bert(sa)
     sa = bert.BertSelfAttention(config)
     sa.position_embedding_type = "relative_key"  # transformers 4's relative positions
     with pytest.raises(ValueError, match="position_embedding_type='relative_key'"):
@@ -349,12 +397,15 @@ def padding_bool(lengths: list[int], n: int) -> torch.Tensor:
     return (torch.arange(n)[None] < torch.tensor(lengths)[:, None])[:, None, None, :]
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_attention_from_timm(vit, bias):
+@pytest.mark.parametrize(("qkv_bias", "proj_bias"), [(True, True), (False, False), (True, False)])
+def test_attention_from_timm(vit, qkv_bias, proj_bias):
     torch.manual_seed(0)
-    ref = vit["Attention"](DIM, num_heads=HEADS, qkv_bias=bias, proj_bias=bias).to(F64).eval()
+    ref = vit["Attention"](
+        DIM, num_heads=HEADS, qkv_bias=qkv_bias, proj_bias=proj_bias
+    ).to(F64).eval()  # fmt: skip
     layer = attention_from_timm(ref)
-    assert (layer.q_proj.bias is not None) == bias and not layer.training
+    assert (layer.q_proj.bias is not None) == qkv_bias and not layer.training
+    assert (layer.out_proj.bias is not None) == proj_bias
     x = randn(2, 6, DIM)
     mask = padding_bool(LENGTHS, 6)  # (b, 1, 1, n); timm / SDPA: True = may attend, as here
     with torch.no_grad():
@@ -402,13 +453,53 @@ def test_block_from_timm_activation_dropouts_and_settings(vit):
         torch.testing.assert_close(block(x).out, ref(x), **TOL)
 
 
+def test_timm_defaults_bias_free_qkv_with_a_biased_proj(vit):
+    """timm's defaults (``qkv_bias=False``, ``proj_bias=True``): the layer gets
+    ``qkv_bias=False, out_bias=True`` and equals the source; through the classmethods too."""
+    torch.manual_seed(0)
+    ref = vit["Attention"](DIM, num_heads=HEADS).to(F64).eval()
+    assert ref.qkv.bias is None and ref.proj.bias is not None
+    layer = MultiHeadAttention.from_timm(ref)
+    assert layer.q_proj.bias is None and layer.kv_proj.bias is None
+    assert layer.out_proj.bias is not None
+    block_ref = vit["Block"](DIM, HEADS, mlp_ratio=1.5).to(F64).eval()
+    randomise_norms(block_ref)
+    block = TransformerBlock.from_timm(block_ref)
+    assert block.self_attn.q_proj.bias is None and block.ff.fc1.bias is not None
+    x = randn(2, 6, DIM)
+    mask = padding_bool(LENGTHS, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x, mask=mask).out, ref(x, attn_mask=mask), **TOL)
+        torch.testing.assert_close(block(x).out, block_ref(x), **TOL)
+        torch.testing.assert_close(block(x, mask=mask).out, block_ref(x, attn_mask=mask), **TOL)
+
+
+def test_the_classmethods_are_the_converters_and_keep_the_subclass():
+    """``MultiHeadAttention.from_timm`` / ``TransformerBlock.from_timm`` give what
+    ``attnlab.convert`` gives, and a subclass converts into itself (as ``from_torch``)."""
+
+    class MyAttention(MultiHeadAttention):
+        pass
+
+    class MyBlock(TransformerBlock):
+        pass
+
+    torch.manual_seed(0)
+    attn, block = Attention(DIM, HEADS).double().eval(), Block(DIM, HEADS).double().eval()
+    for converted, function in [
+        (MultiHeadAttention.from_timm(attn), attention_from_timm(attn)),
+        (TransformerBlock.from_timm(block, causal=True), block_from_timm(block, causal=True)),
+    ]:
+        assert type(converted) is type(function)
+        got, want = converted.state_dict(), function.state_dict()
+        assert got.keys() == want.keys()
+        assert all(torch.equal(got[k], want[k]) for k in got)
+    assert type(MyAttention.from_timm(attn)) is MyAttention
+    assert type(MyBlock.from_timm(block)) is MyBlock
+
+
 def test_timm_conversion_refuses_what_it_cannot_express(vit):
-    # timm's default: bias-free q/k/v, biased output projection (one bias flag here for now)
     ref = vit["Attention"](DIM, num_heads=HEADS, qkv_bias=False)
-    with pytest.raises(ValueError, match="biases on proj but not on qkv.*one bias flag"):
-        attention_from_timm(ref)
-    with pytest.raises(ValueError, match="biases on proj but not on qkv"):
-        block_from_timm(vit["Block"](DIM, HEADS, qkv_bias=False))
     with pytest.raises(ValueError, match="qk_norm=True"):
         attention_from_timm(
             vit["Attention"](

@@ -89,7 +89,11 @@ class MultiHeadAttention(nn.Module):
             (see :data:`attnlab.functional.SCORES`).
         normalize: ``"softmax"`` (default), ``"relu"``, ``"sigmoid"`` or ``"none"``.
         dropout: dropout on the attention weights during training.
-        bias: whether the projections have biases.
+        bias: whether the projections have biases (all four; default True).
+        qkv_bias: whether the query, key and value projections have biases (default None:
+            ``bias``). ``qkv_bias=False`` with the default ``bias=True`` is timm's ViT default
+            (``qkv_bias=False``, biased ``proj``), also used by several other libraries.
+        out_bias: whether the output projection has a bias (default None: ``bias``).
         context_dim: width of ``context`` for cross-attention (default ``dim``).
         backend: how the attention is computed: for exact attention ``"auto"`` (default),
             ``"reference"``, ``"sdpa"``, ``"flex"`` or ``"chunked"``; with a sparse kernel
@@ -115,6 +119,8 @@ class MultiHeadAttention(nn.Module):
         normalize: str = "softmax",
         dropout: float = 0.0,
         bias: bool = True,
+        qkv_bias: bool | None = None,
+        out_bias: bool | None = None,
         context_dim: int | None = None,
         backend: str = "auto",
         kernel: str | nn.Module | None = None,
@@ -127,6 +133,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"heads must be a positive divisor of dim={dim}, got heads={heads!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        qkv_bias, out_bias = _bias_flags(bias, qkv_bias, out_bias)
         if kernel is not None:
             _check_kernel_request(kernel, kernel_options, score, normalize, backend, dropout)
             if backend != "auto":  # how a sparse kernel computes: its backend option
@@ -142,9 +149,10 @@ class MultiHeadAttention(nn.Module):
         # score.*) ahead of the projections'.
         self.score = make_score(score, head_dim=self.head_dim, heads=heads)
         self.normalize = get_normalize(normalize)
-        self.q_proj = nn.Linear(dim, dim, bias=bias)
-        self.kv_proj = nn.Linear(self.context_dim, 2 * dim, bias=bias)  # [keys; values]
-        self.out_proj = nn.Linear(dim, dim, bias=bias)
+        # State-dict names stay q_proj / kv_proj / out_proj whichever biases they have.
+        self.q_proj = nn.Linear(dim, dim, bias=qkv_bias)
+        self.kv_proj = nn.Linear(self.context_dim, 2 * dim, bias=qkv_bias)  # [keys; values]
+        self.out_proj = nn.Linear(dim, dim, bias=out_bias)
         self.kernel: AttentionKernel | KernelModule
         if kernel is None:
             self.kernel = ExactKernel(
@@ -162,7 +170,7 @@ class MultiHeadAttention(nn.Module):
     ) -> MultiHeadAttention:
         """A layer with the attention settings ``config`` (score, normalisation, backend, kernel
         and its options); ``extra`` are the other constructor arguments (``dropout``, ``bias``,
-        ``context_dim``)."""
+        ``qkv_bias``, ``out_bias``, ``context_dim``)."""
         if not isinstance(config, AttentionConfig):
             raise TypeError(f"config: expected an AttentionConfig, got {type(config).__name__}")
         return cls(dim, heads, **config.layer_kwargs(), **extra)
@@ -326,11 +334,51 @@ class MultiHeadAttention(nn.Module):
                 layer.out_proj.bias.copy_(m.out_proj.bias)
         return layer.train(m.training)  # same dropout behaviour as m
 
+    @classmethod
+    def from_hf_bert(
+        cls,
+        module: nn.Module,
+        *,
+        output: nn.Module | None = None,
+        attention: AttentionConfig | None = None,
+    ) -> MultiHeadAttention:
+        """A layer with the weights of a Hugging Face BERT attention: ``BertAttention`` (the
+        layer is its attention plus ``output.dense``; the residual and ``LayerNorm`` are the
+        block's), ``BertSelfAttention`` (with ``output=`` its ``BertSelfOutput``, else an
+        identity output projection) or ``BertCrossAttention`` (call with ``context``).
+        ``attention`` sets the attention maths (default exact, as BERT). Equal in float64;
+        masks: ``mask=attnlab.convert.mask_from_hf(attention_mask)``. Details and what is
+        refused: :func:`attnlab.convert.hf.convert_attention`."""
+        from .convert import hf  # here: attnlab.convert builds on this module
+
+        return hf.convert_attention(cls, module, output=output, attention=attention)
+
+    @classmethod
+    def from_timm(
+        cls, attn: nn.Module, *, attention: AttentionConfig | None = None
+    ) -> MultiHeadAttention:
+        """A layer with the weights of a timm ViT ``Attention`` (fused ``qkv`` split into
+        ``q_proj`` / ``kv_proj``, ``proj`` as ``out_proj``; ``qkv_bias`` / ``proj_bias`` kept).
+        Equal in float64 for the same boolean mask (timm's, like SDPA's, is True = attend).
+        Details and what is refused: :func:`attnlab.convert.timm.convert_attention`."""
+        from .convert import timm  # here: attnlab.convert builds on this module
+
+        return timm.convert_attention(cls, attn, attention=attention)
+
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, heads={self.heads}, score={self.score.name}, "
             f"normalize={self.normalize.name}, backend={self.backend}"
         )
+
+
+def _bias_flags(bias: bool, qkv_bias: bool | None, out_bias: bool | None) -> tuple[bool, bool]:
+    """``(qkv_bias, out_bias)``, each ``bias`` unless given."""
+    for name, value in (("bias", bias), ("qkv_bias", qkv_bias), ("out_bias", out_bias)):
+        if not isinstance(value, bool) and not (value is None and name != "bias"):
+            allowed = "True or False" + (" (or None: follow bias)" if name != "bias" else "")
+            raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return (bias if qkv_bias is None else qkv_bias), (bias if out_bias is None else out_bias)
 
 
 def _check_kernel_request(

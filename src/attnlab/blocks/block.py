@@ -303,6 +303,42 @@ class TransformerBlock(nn.Module):
             ours.load_state_dict(theirs.state_dict())
         return block
 
+    @classmethod
+    def from_hf_bert(
+        cls,
+        layer: nn.Module,
+        *,
+        causal: bool | None = None,
+        attention: AttentionConfig | None = None,
+    ) -> TransformerBlock:
+        """A post-norm block with the weights of a Hugging Face ``BertLayer`` (or a layer of
+        its layout: RoBERTa, ELECTRA, ...; a decoder's cross-attention too). ``causal``
+        defaults to ``layer.is_decoder``. Equal in float64; masks:
+        ``mask=attnlab.convert.mask_from_hf(attention_mask)``. The mapping and what is refused:
+        :func:`attnlab.convert.hf.convert_layer`."""
+        from ..convert import hf  # here: attnlab.convert builds on this module
+
+        return hf.convert_layer(
+            cls, layer, attention_cls=MultiHeadAttention, causal=causal, attention=attention
+        )
+
+    @classmethod
+    def from_timm(
+        cls,
+        block: nn.Module,
+        *,
+        causal: bool = False,
+        attention: AttentionConfig | None = None,
+    ) -> TransformerBlock:
+        """A pre-norm block with the weights of a timm ViT ``Block`` (LayerScale folded into
+        the output projections). Equal in float64 for the same boolean mask. The mapping and
+        what is refused: :func:`attnlab.convert.timm.convert_block`."""
+        from ..convert import timm  # here: attnlab.convert builds on this module
+
+        return timm.convert_block(
+            cls, block, attention_cls=MultiHeadAttention, causal=causal, attention=attention
+        )
+
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}, causal={self.causal}"
 
