@@ -137,15 +137,17 @@ MASKS = {
 }
 
 
-@pytest.mark.parametrize("impl", ["banded", "exact", "auto"])
+@pytest.mark.parametrize("backend", ["banded", "exact", "auto"])
 @pytest.mark.parametrize("mask_kind", list(MASKS))
 @pytest.mark.parametrize(("n", "block", "window", "globals_", "count", "seed"), SIZES, ids=IDS)
 def test_kernel_is_exact_attention_under_the_loop_pattern(
-    n, block, window, globals_, count, seed, mask_kind, impl
+    n, block, window, globals_, count, seed, mask_kind, backend
 ):
     """Every query sees exactly the loop pattern's keys (and the mask's): the kernel equals
     reference attention under ``loop pattern & mask``, rendered densely here."""
-    kernel, _, pattern = kernel_and_pattern(n, block, window, globals_, count, seed, impl=impl)
+    kernel, _, pattern = kernel_and_pattern(
+        n, block, window, globals_, count, seed, backend=backend
+    )
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(3, HEADS, n, D, generator=g, dtype=torch.float64) for _ in range(3))
     mask = MASKS[mask_kind](n)
@@ -154,7 +156,7 @@ def test_kernel_is_exact_attention_under_the_loop_pattern(
         full = full & mask.dense(3, HEADS, n, n)
     expected = attend(q, k, v, mask=full).out  # rows with no key: zeros
     torch.testing.assert_close(kernel(q, k, v, mask=mask), expected, atol=1e-12, rtol=1e-12)
-    if mask_kind.startswith("causal") and impl != "exact":
+    if mask_kind.startswith("causal") and backend != "exact":
         # Decoding the last blocks over a cache of the first ones (an offset of whole blocks,
         # which the gathered path needs).
         offset = (n // block // 2) * block

@@ -40,8 +40,8 @@ OPTIONS: dict[str, dict] = {
     "longformer": {"window": 2, "global_tokens": (0, 5)},
     "bigbird": {"block": 4, "random_blocks": 1},
     "linformer": {"k": 8, "max_len": N},
-    "performer": {"features": 32, "chunk": 4},
-    "linear": {"chunk": 4},
+    "performer": {"features": 32, "block": 4},
+    "linear": {"block": 4},
     "nystrom": {"landmarks": 4},
     "reformer": {"buckets": 4, "rounds": 2},
     "synthesizer": {"max_len": N},
@@ -180,7 +180,7 @@ def test_causal_performer_equals_its_definition():
     n = 100
     q, k, v = (torch.randn(2, HEADS, n, D, generator=g, dtype=torch.float64) for _ in range(3))
     k[:, :, ::7] *= 4  # keys of very different norms: the running max moves many times
-    kernel = make_kernel("performer", dim=DIM, heads=HEADS, features=16, chunk=3, seed=0)
+    kernel = make_kernel("performer", dim=DIM, heads=HEADS, features=16, block=3, seed=0)
     kernel = kernel.double().eval()
     lengths = torch.tensor([n, n - 9])
     mask = masks.causal() & masks.padding(lengths)
@@ -200,7 +200,7 @@ def test_causal_performer_keeps_large_past_keys_in_float32():
     q, k, v = (torch.randn(1, HEADS, 40, D, generator=g, dtype=torch.float64) for _ in range(3))
     q, k = q * 0.5, k * 10
     k[:, :, -1] = torch.randn(1, HEADS, D, generator=g, dtype=torch.float64)
-    kernel = make_kernel("performer", dim=DIM, heads=HEADS, features=64, chunk=4, seed=0).eval()
+    kernel = make_kernel("performer", dim=DIM, heads=HEADS, features=64, block=4, seed=0).eval()
     expected = naive_causal_favor(kernel.double(), q, k, v, torch.tensor([40]))
     out = kernel.float()(q.float(), k.float(), v.float(), mask=masks.causal()).double()
     scale = float(expected.abs().max())
@@ -242,7 +242,7 @@ def loop_causal_reformer(kernel, q, v, lengths, chunk):
 
 
 @pytest.mark.parametrize(
-    "opts", [{"buckets": 4, "rounds": 2, "chunk": 2}, {"buckets": 2, "rounds": 3}, {"buckets": 8}]
+    "opts", [{"buckets": 4, "rounds": 2, "block": 2}, {"buckets": 2, "rounds": 3}, {"buckets": 8}]
 )
 def test_causal_reformer_equals_its_loop_definition(opts):
     g = torch.Generator().manual_seed(1)
@@ -250,7 +250,7 @@ def test_causal_reformer_equals_its_loop_definition(opts):
     q, v = (torch.randn(2, HEADS, n, D, generator=g, dtype=torch.float64) for _ in range(2))
     kernel = make_kernel("reformer", dim=DIM, heads=HEADS, **opts).double()
     lengths = torch.tensor([n, n - 4])
-    chunk = opts.get("chunk") or -(-n // opts["buckets"])
+    chunk = opts.get("block") or -(-n // opts["buckets"])
     expected = loop_causal_reformer(kernel, q, v, lengths, chunk)
     out = kernel(q, q, v, mask=masks.causal() & masks.padding(lengths))
     torch.testing.assert_close(out[0], expected[0], atol=1e-12, rtol=1e-12)
@@ -258,10 +258,10 @@ def test_causal_reformer_equals_its_loop_definition(opts):
 
 
 @pytest.mark.parametrize(
-    ("name", "opts"), [("reformer", {"buckets": 4, "chunk": 3}), ("performer", {"chunk": 3})]
+    ("name", "opts"), [("reformer", {"buckets": 4, "block": 3}), ("performer", {"block": 3})]
 )
 def test_causal_prefix_does_not_depend_on_what_follows(name, opts):
-    """With a fixed chunk, running a prefix alone gives the full sequence's outputs there."""
+    """With a fixed block, running a prefix alone gives the full sequence's outputs there."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(B, HEADS, N, D, generator=g, dtype=torch.float64) for _ in range(3))
     kernel = make_kernel(name, dim=DIM, heads=HEADS, **opts).double().eval()

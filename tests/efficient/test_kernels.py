@@ -348,7 +348,7 @@ def test_recurrent_linear_equals_the_parallel_causal_form(dtype):
 
 @pytest.mark.parametrize("name", ["linear", "performer"])
 def test_causal_feature_kernels_decode_with_a_kv_cache(name):
-    mha = layer(name, {"block": 4} if name == "linear" else {"chunk": 4})
+    mha = layer(name, {"block": 4})
     x = torch.randn(1, 10, DIM, dtype=torch.float64)
     full = mha(x, mask=masks.causal()).out
     cache = KVCache()
@@ -506,25 +506,30 @@ def test_kernels_refuse_a_bias_and_the_weights_with_a_reason(name):
 
 
 @pytest.mark.parametrize(
-    ("name", "old", "new", "value"),
+    ("name", "old", "new", "value", "extra"),
     [
-        ("local", "impl", "backend", "banded"),
-        ("longformer", "impl", "backend", "banded"),
-        ("bigbird", "impl", "backend", "banded"),
-        ("linear", "chunk", "block", 4),
+        ("local", "impl", "backend", "banded", {}),
+        ("longformer", "impl", "backend", "banded", {}),
+        ("bigbird", "impl", "backend", "banded", {}),
+        ("linear", "chunk", "block", 4, {}),
+        ("performer", "chunk", "block", 4, {"seed": 0, "redraw": False}),
+        ("reformer", "chunk", "block", 4, {}),
     ],
 )
-def test_renamed_options_still_work_with_a_warning(name, old, new, value):
+def test_renamed_options_still_work_with_a_warning(name, old, new, value, extra):
     # One word per concept: backend (not impl), block (not chunk or tile).
     assert old not in kernel_options(name) and new in kernel_options(name)
     with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated; use {new}="):
-        kernel = make_kernel(name, dim=DIM, heads=HEADS, **{old: value})
+        kernel = make_kernel(name, dim=DIM, heads=HEADS, **{old: value}, **extra)
     assert getattr(kernel, new) == getattr(kernel, old) == value
     q, k, v = rand_qkv(n=12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        want = make_kernel(name, dim=DIM, heads=HEADS, **{new: value})(q, k, v)
-    torch.testing.assert_close(kernel(q, k, v), want, atol=0, rtol=0)
+        want = make_kernel(name, dim=DIM, heads=HEADS, **{new: value}, **extra)
+    for mask in (None, masks.causal()):
+        torch.testing.assert_close(
+            kernel(q, k, v, mask=mask), want(q, k, v, mask=mask), atol=0, rtol=0
+        )
 
 
 def test_window_is_a_radius_everywhere():

@@ -131,12 +131,12 @@ def _per_query(name: str, n: int, opts: dict[str, Any], d: int) -> float:
     if name == "performer":
         return 2 * opts.get("features", 256)
     if name == "linear":
-        return opts.get("chunk", 64) + d
+        return (block or opts.get("chunk") or 64) + d
     if name == "nystrom":
         return 3 * opts.get("landmarks", 64)
     if name == "reformer":
         buckets = opts.get("buckets", 32)
-        return opts.get("rounds", 2) * 2 * (opts.get("chunk") or -(-n // buckets))
+        return opts.get("rounds", 2) * 2 * (block or opts.get("chunk") or -(-n // buckets))
     if name == "sinkhorn":
         return 2 * (block or 64)
     return n  # unknown: assume quadratic

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..kernels.base import renamed_option
+from ..numerics import safe_max
 from .base import AttentionKernel, MaskParts
 from .linear import linear_attention
 
@@ -37,7 +39,13 @@ def orthogonal_gaussian(
 
 
 def causal_favor(
-    phi_q: Tensor, log_k: Tensor, v: Tensor, *, q_offset: int = 0, chunk: int = 64
+    phi_q: Tensor,
+    log_k: Tensor,
+    v: Tensor,
+    *,
+    q_offset: int = 0,
+    block: int = 64,
+    chunk: int | None = None,
 ) -> Tensor:
     r"""Causal linear attention over key features :math:`\exp(\ell_j)` whose stabilising
     shift only looks back, so no output depends on a later token, not even through rounding.
@@ -51,8 +59,8 @@ def causal_favor(
 
     where :math:`M_p` cancels exactly and only keeps :math:`\exp` in range. It is evaluated as
     :math:`e^{\ell_j - c_j} \cdot e^{c_j - M_p}` with :math:`c_j = \max_f \ell_{jf}` (every
-    factor <= 1). Chunks of ``c`` queries: within a chunk, a masked ``c x c`` product; across
-    chunks, the prefix-sum state :math:`S = \sum_j e^{\ell_j - E} v_j^\top`, kept relative to
+    factor <= 1). Blocks of ``c`` queries: within a block, a masked ``c x c`` product; across
+    blocks, the prefix-sum state :math:`S = \sum_j e^{\ell_j - E} v_j^\top`, kept relative to
     the running max :math:`E` at its last key and rescaled by :math:`e^{E - E'} \le 1` when the
     max grows (:func:`_rescaled_cumsum`). Keys before the first query (a KV cache) form the
     initial state.
@@ -63,46 +71,50 @@ def causal_favor(
             must not be attended to (padding).
         v: ``(b, h, j, e)``.
         q_offset: position of the first query (incremental decoding).
-        chunk: chunk length ``c``.
+        block: block length ``c``.
+        chunk: deprecated name of ``block``.
 
     Returns:
         ``(b, h, i, e)`` in ``phi_q``'s dtype; zeros for queries that see no key.
     """
+    block = renamed_option("causal_favor", "chunk", "block", chunk, block)  # the length c
     dtype = phi_q.dtype
     b, h, i, m = phi_q.shape
     j, e = log_k.shape[2], v.shape[-1]
     low = torch.finfo(dtype).min  # stands for "no key yet" (-inf) without inf - inf = nan
     # The shifts cancel exactly, so they are constants for autograd.
-    c = log_k.detach().amax(-1)  # (b, h, j) each key's largest log-feature; -inf: padded
-    psi = torch.exp(log_k - torch.where(torch.isfinite(c), c, 0.0).unsqueeze(-1))  # <= 1
+    shift = safe_max(log_k)  # (b, h, j, 1) each key's largest log-feature; 0 for padded keys
+    psi = torch.exp(log_k - shift)  # <= 1; padded keys: exp(-inf) = 0
+    # c_j enters maxima over the past, where a padded key (a row of -inf) counts as -inf.
+    c = shift.squeeze(-1).masked_fill(log_k[..., 0].detach() == -math.inf, -math.inf)  # (b,h,j)
     v1 = torch.cat([v.to(dtype), v.new_ones(b, h, j, 1, dtype=dtype)], -1)  # (b, h, j, e + 1)
     # Keys before the first query: the initial state, relative to their own max c0.
     start = min(q_offset, j)
     c0 = F.pad(c[:, :, :start], (1, 0), value=-math.inf).amax(-1).clamp_min(low)  # (b, h)
     u0 = torch.exp(c[:, :, :start] - c0.unsqueeze(-1)).unsqueeze(-1)  # (b, h, start, 1)
     s0 = (psi[:, :, :start] * u0).transpose(-2, -1) @ v1[:, :, :start]  # (b, h, m, e + 1)
-    # Key start + t is the key at query t's position; chunk both.
-    r = -(-i // chunk)
+    # Key start + t is the key at query t's position; block both.
+    r = -(-i // block)
     psi, v1, c = (x[:, :, start : start + i] for x in (psi, v1, c))
-    pad_q, pad_k = r * chunk - i, r * chunk - c.shape[-1]
-    qc = F.pad(phi_q, (0, 0, 0, pad_q)).view(b, h, r, chunk, m)  # (b, h, r, c, m)
-    kc = F.pad(psi, (0, 0, 0, pad_k)).view(b, h, r, chunk, m)  # zero features: no key
-    vc = F.pad(v1, (0, 0, 0, pad_k)).view(b, h, r, chunk, e + 1)
-    cc = F.pad(c, (0, pad_k), value=-math.inf).view(b, h, r, chunk)  # (b, h, r, c)
+    pad_q, pad_k = r * block - i, r * block - c.shape[-1]
+    qc = F.pad(phi_q, (0, 0, 0, pad_q)).view(b, h, r, block, m)  # (b, h, r, c, m)
+    kc = F.pad(psi, (0, 0, 0, pad_k)).view(b, h, r, block, m)  # zero features: no key
+    vc = F.pad(v1, (0, 0, 0, pad_k)).view(b, h, r, block, e + 1)
+    cc = F.pad(c, (0, pad_k), value=-math.inf).view(b, h, r, block)  # (b, h, r, c)
     run = torch.maximum(cc.flatten(2).cummax(-1).values.view_as(cc), c0[..., None, None])
     run = run.clamp_min(low)  # M at each query position: the running max, (b, h, r, c)
-    # Within a chunk: phi(q_t) . psi_j e^{c_j - M_t} for j <= t.
-    tri = torch.ones(chunk, chunk, dtype=torch.bool, device=qc.device).tril()
+    # Within a block: phi(q_t) . psi_j e^{c_j - M_t} for j <= t.
+    tri = torch.ones(block, block, dtype=torch.bool, device=qc.device).tril()
     w = (cc.unsqueeze(-2) - run.unsqueeze(-1)).masked_fill(~tri, -math.inf).exp()
     a = (qc @ kc.transpose(-2, -1)) * w  # (b, h, r, c, c)
-    # Across chunks: each chunk's sum relative to E, the running max at its last key ...
+    # Across blocks: each block's sum relative to E, the running max at its last key ...
     end = run[..., -1]  # (b, h, r)
     kv = (kc * torch.exp(cc - end.unsqueeze(-1)).unsqueeze(-1)).transpose(-2, -1) @ vc
-    # ... and the state before chunk r: the initial state and chunks < r, relative to E_{r-1}.
+    # ... and the state before block r: the initial state and blocks < r, relative to E_{r-1}.
     before = torch.cat([c0.unsqueeze(-1), end[:, :, :-1]], -1)  # (b, h, r)
     state = _rescaled_cumsum(torch.cat([s0.unsqueeze(2), kv[:, :, :-1]], 2), before)
     out = a @ vc + (qc @ state) * torch.exp(before.unsqueeze(-1) - run).unsqueeze(-1)
-    out = out.reshape(b, h, r * chunk, e + 1)[:, :, :i]  # (b, h, i, e + 1): numerator, denominator
+    out = out.reshape(b, h, r * block, e + 1)[:, :, :i]  # (b, h, i, e + 1): numerator, denominator
     num, den = out[..., :e], out[..., e]
     return num / den.clamp_min(torch.finfo(dtype).tiny).unsqueeze(-1)
 
@@ -165,7 +177,9 @@ class PerformerKernel(AttentionKernel):
         redraw: redraw the projection at every training forward (default True).
         orthogonal: orthogonal random features (default True) or i.i.d. Gaussian rows.
         seed: seed of the initial projection (default None: the global RNG).
-        chunk: chunk length of the causal prefix sums (default 64).
+        block: block length of the causal prefix sums (default 64); it changes the speed,
+            not the result.
+        chunk: deprecated name of ``block``.
 
     Complexity: time ``O(n m (d + e))``, memory ``O(n m)``; the estimate's error falls as
     ``O(1/sqrt(m))``.
@@ -173,6 +187,7 @@ class PerformerKernel(AttentionKernel):
 
     name = "performer"
     supports_causal = True
+    deprecated_options = {"chunk": "block"}
 
     def __init__(
         self,
@@ -183,15 +198,24 @@ class PerformerKernel(AttentionKernel):
         redraw: bool = True,
         orthogonal: bool = True,
         seed: int | None = None,
-        chunk: int = 64,
+        block: int = 64,
+        chunk: int | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         if not isinstance(features, int) or features <= 0:
             raise ValueError(f"features must be a positive int, got {features!r}")
+        block = renamed_option(self.name, "chunk", "block", chunk, block)
+        if not isinstance(block, int) or block <= 0:
+            raise ValueError(f"block must be a positive int, got {block!r}")
         self.features, self.redraw, self.orthogonal = features, redraw, orthogonal
-        self.chunk = chunk
+        self.block = block
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         self.register_buffer("projection", self._draw(gen))  # (m, d)
+
+    @property
+    def chunk(self) -> int:
+        """Deprecated name of :attr:`block`."""
+        return self.block
 
     def _draw(self, generator: torch.Generator | None = None) -> Tensor:
         return orthogonal_gaussian(
@@ -222,16 +246,14 @@ class PerformerKernel(AttentionKernel):
         if parts.key_valid is not None:
             lk = lk.masked_fill(~parts.key_valid.transpose(-2, -1), -math.inf)  # (b, 1, j, 1)
         if parts.causal:
-            out = causal_favor(phi_q, lk, v, q_offset=q_offset, chunk=self.chunk)
+            out = causal_favor(phi_q, lk, v, q_offset=q_offset, block=self.block)
             return out.to(v.dtype)
         # Non-causal: one constant per (b, h), the max over real keys (padded keys: exp = 0).
-        lk_max = lk.amax((-2, -1), keepdim=True)
-        lk_max = torch.where(torch.isfinite(lk_max), lk_max, torch.zeros_like(lk_max)).detach()
-        phi_k = torch.exp(lk - lk_max) * scale
+        phi_k = torch.exp(lk - safe_max(lk, (-2, -1))) * scale
         return linear_attention(phi_q, phi_k, v, causal=False).to(v.dtype)
 
     def extra_repr(self) -> str:
         return (
             f"features={self.features}, redraw={self.redraw}, orthogonal={self.orthogonal}, "
-            f"chunk={self.chunk}"
+            f"block={self.block}"
         )

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..kernels.base import renamed_option
+from ..numerics import safe_max
 from .base import AttentionKernel, MaskParts, key_valid_rows, masked_softmax
 
 __all__ = [
@@ -114,13 +116,14 @@ class ReformerKernel(AttentionKernel):
         o_i = \sum_{j \in P_i} \mathrm{softmax}_j\Big(\frac{q_i \cdot k_j}{\sqrt d}\Big) v_j,
         \qquad P_i = \{j : h(q_i) = h(k_j)\}.
 
-    Tokens are sorted by (bucket, position) and cut into chunks of ``c``; each chunk attends to
+    Tokens are sorted by (bucket, position) and cut into chunks of ``c = block``; each chunk
+    attends to
     itself and the previous chunk (Eq. 4-5), keys of other buckets masked. A token does not
     attend to itself unless nothing else is allowed (score :data:`SELF_SCORE`). With
     ``rounds > 1`` independent hashes are combined by their log-sum-exp weights,
     :math:`o_i = \sum_r e^{L_r(i) - \log\sum_{r'} e^{L_{r'}(i)}} o_i^{(r)}` (Eq. 6-7; the
     paper's correction for keys found in several rounds is not applied). With ``buckets=1``
-    and the default chunk (``n / buckets = n``) this is exactly full shared-QK attention
+    and the default block (``n / buckets = n``) this is exactly full shared-QK attention
     (:func:`shared_qk_attention`).
 
     Padded tokens go to an extra last bucket: they never displace real tokens in the sort and
@@ -135,24 +138,27 @@ class ReformerKernel(AttentionKernel):
     bucket divided by ``c``, so query ``i`` attends to same-bucket keys ``j <= i`` of its chunk
     and the previous one, chosen by tokens ``<= i`` only. This is strictly causal, at the cost
     of at most ``buckets + 1`` partly empty chunks (about twice the slots with the default
-    chunk). Refusing causal masks would have been simpler but drops the model the paper
-    evaluates; a layout that depends only on the past keeps it. With the default chunk
+    block). Refusing causal masks would have been simpler but drops the model the paper
+    evaluates; a layout that depends only on the past keeps it. With the default block
     (``ceil(n / buckets)``) outputs still depend on the length ``n`` (not on later tokens);
-    set ``chunk`` to make a prefix's outputs independent of what follows it.
+    set ``block`` to make a prefix's outputs independent of what follows it.
 
     Args:
         dim, heads: model width and number of heads (head dim ``d = dim // heads``).
         buckets: number of buckets ``u`` (1 or even; default 32).
         rounds: hash rounds ``R`` (default 2).
-        chunk: chunk length ``c`` (default None: ``ceil(n / buckets)``, the mean bucket size).
+        block: the chunk length ``c`` (the paper's chunks; default None: ``ceil(n / buckets)``,
+            the mean bucket size).
         seed: seed of the random rotations (default 0).
+        chunk: deprecated name of ``block``.
 
-    Complexity: time ``O(R n c d)``, memory ``O(R n c)`` (``c`` = chunk; plus ``O(R n d)``).
+    Complexity: time ``O(R n c d)``, memory ``O(R n c)`` (``c`` = block; plus ``O(R n d)``).
     """
 
     name = "reformer"
     supports_causal = True
     reads = "qv"
+    deprecated_options = {"chunk": "block"}
 
     def __init__(
         self,
@@ -161,20 +167,27 @@ class ReformerKernel(AttentionKernel):
         heads: int,
         buckets: int = 32,
         rounds: int = 2,
-        chunk: int | None = None,
+        block: int | None = None,
         seed: int = 0,
+        chunk: int | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         if not isinstance(buckets, int) or buckets < 1 or (buckets > 1 and buckets % 2):
             raise ValueError(f"buckets must be 1 or an even int >= 2, got {buckets!r}")
         if not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
-            raise ValueError(f"chunk must be a positive int or None, got {chunk!r}")
-        self.buckets, self.rounds, self.chunk, self.seed = buckets, rounds, chunk, seed
+        block = renamed_option(self.name, "chunk", "block", chunk, block)
+        if block is not None and (not isinstance(block, int) or block < 1):
+            raise ValueError(f"block must be a positive int or None, got {block!r}")
+        self.buckets, self.rounds, self.block, self.seed = buckets, rounds, block, seed
         gen = torch.Generator().manual_seed(seed)
         rot = torch.randn(rounds, self.head_dim, max(buckets // 2, 1), generator=gen)
         self.register_buffer("rotations", rot)  # (R, d, u/2)
+
+    @property
+    def chunk(self) -> int | None:
+        """Deprecated name of :attr:`block`."""
+        return self.block
 
     def hash(self, x: Tensor) -> Tensor:
         """Bucket of each position in each round: ``(b, h, R, n)`` in ``[0, buckets)``."""
@@ -195,7 +208,7 @@ class ReformerKernel(AttentionKernel):
             advice="Use kernel='linear' for incremental decoding",
         )  # fmt: skip
         R = self.rounds
-        c = self.chunk or max(1, -(-n // self.buckets))
+        c = self.block or max(1, -(-n // self.buckets))
         qf = q.to(torch.promote_types(q.dtype, torch.float32))
         kn = F.normalize(qf, dim=-1)  # shared QK: keys are the unit-normalised queries
         valid = key_valid_rows(parts, b, n, q.device)  # (b, n)
@@ -228,9 +241,11 @@ class ReformerKernel(AttentionKernel):
         if parts.causal:
             allowed = allowed & (kpos.unsqueeze(-2) <= spos.unsqueeze(-1))
         s = s.masked_fill(~allowed, float("-inf"))
-        lse = torch.logsumexp(s, dim=-1)  # (b, h, R, r, c); -inf: nothing allowed
-        safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
-        w = torch.exp(s - safe.unsqueeze(-1))  # softmax within the chunk
+        shift = safe_max(s)  # (b, h, R, r, c, 1); 0 where nothing is allowed
+        w = torch.exp(s - shift)  # 0 where not allowed
+        z = w.sum(-1, keepdim=True)
+        lse = (shift + z.log()).squeeze(-1)  # (b, h, R, r, c); -inf: nothing allowed
+        w = w / z.clamp_min(torch.finfo(w.dtype).tiny)  # softmax within the chunk; else 0
         out = (w @ sv).view(b, h, R, S, e)  # slot order
         out = out.gather(3, where.unsqueeze(-1).expand(-1, -1, -1, -1, e))  # (b, h, R, n, e)
         lse = lse.view(b, h, R, S).gather(-1, where)  # (b, h, R, n)
@@ -239,4 +254,4 @@ class ReformerKernel(AttentionKernel):
         return out.to(v.dtype)
 
     def extra_repr(self) -> str:
-        return f"buckets={self.buckets}, rounds={self.rounds}, chunk={self.chunk}, seed={self.seed}"
+        return f"buckets={self.buckets}, rounds={self.rounds}, block={self.block}, seed={self.seed}"
