@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from attnlab.attention_config import AttentionConfig
@@ -19,6 +21,7 @@ from attnlab.models import (
     build_encoder,
 )
 from attnlab.models.encoders import SequenceEncoder
+from attnlab.positional import Rotary
 
 BUILT = {
     "transformer": (TransformerEncoderConfig, TransformerSequenceEncoder),
@@ -127,3 +130,52 @@ def test_a_registered_encoder_without_a_config_uses_the_base_config():
         assert TransformerEncoderConfig(depth=4).switch_kind("test-identity") == cfg
     finally:
         ENCODERS._items.pop("test-identity")
+
+
+# ---- positional options: the encoding's own settings reach it --------------------------------
+def test_positional_options_reach_the_rotary_encoding():
+    cfg = TransformerEncoderConfig(
+        heads=2, positional_options={"interleaved": True, "fraction": 0.5, "base": 500}
+    )
+    pe = build_encoder(cfg, dim=16).encoder.positional
+    assert isinstance(pe, Rotary)
+    assert (pe.interleaved, pe.rotary_dim, pe.head_dim, pe.base) == (True, 4, 8, 500.0)
+    default = build_encoder(TransformerEncoderConfig(heads=2), dim=16).encoder.positional
+    assert (default.interleaved, default.rotary_dim) == (False, 8)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ['--model.encoder.positional_options={"interleaved": true, "rotary_dim": 4}'],
+        [
+            "--model.encoder.positional_options.interleaved=true",
+            "--model.encoder.positional_options.rotary_dim=4",
+        ],
+    ],
+    ids=["json", "one-at-a-time"],
+)
+def test_positional_options_from_the_command_line(overrides):
+    from attnlab.train import RunConfig, apply_overrides
+
+    cfg = apply_overrides(RunConfig.for_task("pos"), overrides)
+    assert cfg.model.encoder.positional_options == {"interleaved": True, "rotary_dim": 4}
+    assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # config.json
+    pe = build_encoder(cfg.model.encoder, dim=16).encoder.positional
+    assert isinstance(pe, Rotary) and pe.interleaved and pe.rotary_dim == 4
+
+
+def test_positional_options_are_checked_where_they_are_written():
+    with pytest.raises(ValueError, match=r"'rotary' does not take \['interleave'\]; valid options: "
+                       r"base, fraction, interleaved, rotary_dim"):  # fmt: skip
+        TransformerEncoderConfig(positional_options={"interleave": True})
+    with pytest.raises(ValueError, match="need a positional encoding; set positional"):
+        TransformerEncoderConfig(positional=None, positional_options={"base": 10})
+    with pytest.raises(ValueError, match="max_len is its own setting"):
+        TransformerEncoderConfig(positional="learned", positional_options={"max_len": 8})
+    with pytest.raises(ValueError, match="fraction"):  # Rotary's own check, when built
+        build_encoder(TransformerEncoderConfig(positional_options={"fraction": 2.0}), dim=16)
+    with pytest.raises(ValueError, match="positional_options .* built by name"):
+        TransformerSequenceEncoder(
+            16, positional=Rotary(4), positional_options={"interleaved": True}
+        )

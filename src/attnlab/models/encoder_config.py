@@ -12,12 +12,14 @@ config that held every kind, ``local_window``, ``kernel`` ..., kind ``"window"``
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..attention_config import AttentionConfig
+from ..positional import POSITIONAL
 from .baselines import CNNEncoder, FCEncoder, RNNEncoder
 from .encoders import ENCODERS, SequenceEncoder, TransformerSequenceEncoder
 
@@ -217,6 +219,10 @@ class TransformerEncoderConfig(EncoderConfig):
         positional: positional encoding (``rotary``, ``sinusoidal``, ``learned``, ``relative``,
             ``alibi``, ...), or none.
         max_len: longest sequence, for encodings that need it (``learned``).
+        positional_options: the encoding's options (JSON on the command line), e.g.
+            ``{"interleaved": true, "fraction": 0.5}`` for GPT-J / x-transformers style rotary
+            (interleaved pairs, half of each head rotated) or ``{"base": 500000}``; one at a
+            time: ``--model.encoder.positional_options.interleaved=true``.
         window: local attention radius (position i sees ``|i - j| <= window``); none for full
             attention.
         attention: the attention maths: score, normalisation, backend, efficient kernel.
@@ -228,6 +234,7 @@ class TransformerEncoderConfig(EncoderConfig):
     norm_first: bool = True
     positional: str | None = "rotary"
     max_len: int | None = None
+    positional_options: dict[str, Any] = field(default_factory=dict)
     window: int | None = None
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
@@ -237,11 +244,16 @@ class TransformerEncoderConfig(EncoderConfig):
         "kernel_options": "attention.kernel_options",
     }
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_positional_options(self.positional, self.positional_options)
+
     def build(self, dim: int) -> SequenceEncoder:
         return TransformerSequenceEncoder(
             dim, depth=self.depth, heads=self.heads, ff_hidden=self.ff_hidden,
             dropout=self.dropout, norm_first=self.norm_first, positional=self.positional,
-            max_len=self.max_len, window=self.window, attention=self.attention,
+            max_len=self.max_len, positional_options=self.positional_options,
+            window=self.window, attention=self.attention,
         )  # fmt: skip
 
 
@@ -311,6 +323,31 @@ class RNNEncoderConfig(EncoderConfig):
             dim, hidden=self.hidden, depth=self.depth, cell=self.cell,
             bidirectional=self.bidirectional, dropout=self.dropout,
         )  # fmt: skip
+
+
+def _check_positional_options(name: str | None, options: Mapping[str, Any]) -> None:
+    """Refuse, where the config is written, options the encoding ``name`` does not take (the
+    same rule as :func:`~attnlab.positional.make_positional`, without the model's sizes)."""
+    if not isinstance(options, Mapping):
+        raise ValueError(
+            f"positional_options must be a dict of options, got {type(options).__name__}"
+        )
+    if not options:
+        return
+    if name is None:
+        raise ValueError(
+            f"positional_options {dict(options)} need a positional encoding; set positional "
+            "(e.g. rotary)"
+        )
+    params = inspect.signature(POSITIONAL.get(name)).parameters
+    sizes = {"dim", "heads", "head_dim", "max_len"}  # set by the model, not by options
+    unknown = sorted((set(options) - set(params)) | (set(options) & sizes))
+    if unknown:
+        valid = ", ".join(sorted(set(params) - sizes)) or "none"
+        raise ValueError(
+            f"positional_options: {name!r} does not take {unknown}; valid options: {valid}"
+            + ("; max_len is its own setting" if "max_len" in unknown else "")
+        )
 
 
 def _from_dict(cls: type, d: Mapping[str, Any]) -> Any:

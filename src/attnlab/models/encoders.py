@@ -111,6 +111,10 @@ class TransformerSequenceEncoder(SequenceEncoder):
             :class:`~attnlab.positional.base.PositionalEncoding`; None = no position
             information (the encoder is then permutation-equivariant).
         max_len: longest sequence, for encodings that need it (e.g. ``"learned"``).
+        positional_options: options of the encoding built by name, passed to
+            :func:`~attnlab.positional.make_positional` (e.g. ``{"interleaved": True,
+            "fraction": 0.5}`` for a GPT-J style :class:`~attnlab.positional.Rotary`, or
+            ``{"base": 500000}``); unknown options raise, listing the valid ones.
         window: local attention radius, or None for full attention.
         attention: the attention maths
             (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
@@ -135,6 +139,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
         norm_first: bool = True,
         positional: str | nn.Module | None = "rotary",
         max_len: int | None = None,
+        positional_options: Mapping[str, Any] | None = None,
         window: int | None = None,
         attention: AttentionConfig | Mapping[str, Any] | None = None,
         attention_dropout: float | None = None,
@@ -145,10 +150,18 @@ class TransformerSequenceEncoder(SequenceEncoder):
             raise ValueError(f"window must be None or an int >= 0, got {window!r}")
         if max_len is not None and not isinstance(positional, str):
             raise ValueError("max_len sizes a positional encoding built by name; pass its name")
+        if positional_options and not isinstance(positional, str):
+            raise ValueError(
+                f"positional_options {dict(positional_options)} configure a positional encoding "
+                f"built by name; got positional={positional!r}. Pass its name (e.g. "
+                "positional='rotary'), or set the options on the module you pass"
+            )
         self.dim = self.out_dim = dim
         self.window = window
         if isinstance(positional, str):
-            positional = make_positional(positional, dim=dim, heads=heads, max_len=max_len)
+            positional = make_positional(
+                positional, dim=dim, heads=heads, max_len=max_len, **(positional_options or {})
+            )
         if attention.kernel is not None and getattr(positional, "acts_on", None) == "scores":
             raise ValueError(
                 f"{type(positional).__name__} biases the attention scores, which an efficient "
