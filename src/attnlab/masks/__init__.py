@@ -6,8 +6,11 @@ rendered as
 
 * a dense boolean tensor broadcastable to ``(b, h, i, j)`` (:meth:`Mask.dense`), for the
   reference, SDPA and chunked backends; and
-* a FlexAttention ``BlockMask`` (:meth:`Mask.block_mask`, cached per shape), for the
-  block-sparse flex backend.
+* a FlexAttention ``BlockMask`` (:meth:`Mask.block_mask`), for the block-sparse flex backend.
+  Block masks are cached by the mask's *value* (:meth:`Mask.cache_key`) and the problem's
+  shape, device and block size, in a bounded process-wide LRU (:func:`block_mask_cache`), so a
+  new ``local(256)`` per call reuses the block mask of the last one; masks with no value key
+  (a :class:`Dense` tensor) cache on the object. See :mod:`attnlab.masks.block_cache`.
 
 Masks compose with ``&`` and ``|``. Plain boolean tensors are accepted wherever a mask is, with
 the same meaning (see :func:`check_mask_tensor` for the shapes, and the one shape refused because
@@ -40,6 +43,7 @@ from .base import (
     from_tensor,
     live_keys,
 )
+from .block_cache import BlockMaskCache, block_mask_cache
 from .kinds import Causal, GlobalTokens, Graph, Local, Padding
 
 __all__ = [
@@ -62,6 +66,8 @@ __all__ = [
     "check_mask_tensor",
     "check_pair_shape",
     "live_keys",
+    "BlockMaskCache",
+    "block_mask_cache",
 ]
 
 # The private names of earlier versions, for code that imported them.

@@ -6,8 +6,13 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import ClassVar
+
 import torch
 from torch import Tensor
+
+from .block_cache import BlockMaskCache, Build, block_mask_cache, build_block_mask, value_key
 
 __all__ = [
     "Mask",
@@ -34,6 +39,9 @@ class Mask:
     uses_batch: bool = False
     #: whether :meth:`mask_mod` reads its ``h`` argument (e.g. a per-head dense tensor)
     uses_heads: bool = False
+    #: the attributes :meth:`mask_mod` depends on, which make up :meth:`cache_key`; None (the
+    #: default, and for a subclass that does not declare its own) means no value key
+    key_fields: ClassVar[tuple[str, ...] | None] = None
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         raise NotImplementedError
@@ -100,25 +108,65 @@ class Mask:
         *,
         device: torch.device | str = "cpu",
         block_size: int = 128,
+        build: Build = "always",
     ):
-        """A FlexAttention ``BlockMask`` for this problem size, cached on the mask object."""
-        from torch.nn.attention.flex_attention import create_block_mask
+        """A FlexAttention ``BlockMask`` for this problem size, cached by the mask's value.
 
+        Masks with a value key (:meth:`cache_key`) share the process-wide LRU
+        (:func:`~attnlab.masks.block_mask_cache`): ``local(3)`` built twice gets one block mask.
+        Masks without one cache on the object (by identity). ``build`` says what a miss does:
+        ``"always"`` builds, ``"never"`` returns None, ``"on_repeat"`` builds only when the same
+        block mask was asked for before (:class:`~attnlab.masks.BlockMaskCache`). Large block
+        masks are built compiled (:func:`~attnlab.masks.block_cache.build_block_mask`).
+        """
         self.check(batch, q_len, kv_len)
         b = batch if self.uses_batch else None
         h = heads if self.uses_heads else None  # else the block sparsity of head 0 serves all
-        key = (b, h, q_len, kv_len, str(device), block_size)
-        cache = self.__dict__.setdefault("_block_masks", {})
-        if key not in cache:
+        value = self.cache_key()
+        shape = (b, h, q_len, kv_len, str(torch.device(device)), block_size)
+        if value is None:
+            cache = self.__dict__.get("_block_masks")
+            if cache is None:
+                cache = self.__dict__["_block_masks"] = BlockMaskCache(maxsize=8)
+            key: Hashable = shape
+        else:
+            cache, key = block_mask_cache(), (value, *shape)
+
+        def create():
             # A plain 4-argument function: FlexAttention tells mask_mod from score_mod by
             # counting positional arguments, and a bound method's code counts ``self`` too.
             def mask_mod(b, h, q_idx, kv_idx):
                 return self.mask_mod(b, h, q_idx, kv_idx)
 
-            cache[key] = create_block_mask(
-                mask_mod, b, h, q_len, kv_len, device=device, BLOCK_SIZE=block_size
+            return build_block_mask(
+                mask_mod, b, h, q_len, kv_len, device=device, block_size=block_size
             )
-        return cache[key]
+
+        return cache.get(key, create, when=build)
+
+    # ---- value --------------------------------------------------------------------------------
+    def cache_key(self) -> Hashable | None:
+        """The mask's value as a hashable key (equal masks, equal keys), or None.
+
+        ``(type(self), *values of key_fields)``, each value by
+        :func:`~attnlab.masks.block_cache.value_key` (tensors by content). None, so that block
+        masks are cached on the object (by identity), when the class does not declare
+        :attr:`key_fields` itself (a subclass may add parameters its parent's key would miss)
+        or a field has no cheap value key (a tensor over
+        :data:`~attnlab.masks.block_cache.MAX_HASHED_BYTES`). Computed once per object: masks
+        are values, not to be modified after they are built.
+        """
+        if "_cache_key" not in self.__dict__:
+            fields = type(self).__dict__.get("key_fields")
+            key = None
+            if fields is not None:
+                values = tuple(value_key(getattr(self, f)) for f in fields)
+                if not any(
+                    v is None and getattr(self, f) is not None for v, f in zip(values, fields)
+                ):
+                    key = (type(self), *values)
+            self.__dict__["_cache_key"] = key
+        return self.__dict__["_cache_key"]
 
     # ---- composition ------------------------------------------------------------------------
     def __and__(self, other: Mask | Tensor) -> Mask:
@@ -153,6 +201,7 @@ class And(Binary):
     """``left & right``: allowed where both allow."""
 
     symbol = "&"
+    key_fields = ("left", "right")
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         return self.left.mask_mod(b, h, q_idx, kv_idx) & self.right.mask_mod(b, h, q_idx, kv_idx)
@@ -171,6 +220,7 @@ class Or(Binary):
     """``left | right``: allowed where either allows."""
 
     symbol = "|"
+    key_fields = ("left", "right")
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         return self.left.mask_mod(b, h, q_idx, kv_idx) | self.right.mask_mod(b, h, q_idx, kv_idx)
@@ -181,7 +231,14 @@ class Or(Binary):
 
 
 class Dense(Mask):
-    """A plain boolean tensor, broadcastable to ``(b, h, i, j)``, seen as a mask object."""
+    """A plain boolean tensor, broadcastable to ``(b, h, i, j)``, seen as a mask object.
+
+    No value key: its block masks are cached by identity, on the object. Hashing an ``(i, j)``
+    tensor costs a pass over it on every new mask, as much as rebuilding, and the tensor may be
+    changed in place after the mask is built.
+    """
+
+    key_fields = None
 
     def __init__(self, tensor: Tensor) -> None:
         self.tensor = tensor

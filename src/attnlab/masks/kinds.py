@@ -21,6 +21,8 @@ __all__ = ["Causal", "Local", "Padding", "Graph", "GlobalTokens"]
 class Causal(Mask):
     """Query ``i`` may attend to keys ``j <= i``; built by :func:`causal`."""
 
+    key_fields = ()
+
     def mask_mod(self, b, h, q_idx, kv_idx):
         return q_idx >= kv_idx
 
@@ -30,6 +32,8 @@ class Causal(Mask):
 
 class Local(Mask):
     """Keys within ``window`` positions of the query (the radius); built by :func:`local`."""
+
+    key_fields = ("window", "causal")
 
     def __init__(self, window: int, causal: bool = False) -> None:
         if not isinstance(window, int) or window < 0:
@@ -50,6 +54,7 @@ class Padding(Mask):
     """Key padding: sequence ``b`` has ``lengths[b]`` real keys; built by :func:`padding`."""
 
     uses_batch = True
+    key_fields = ("lengths",)  # by content: equal lengths, one block mask
 
     def __init__(self, lengths: Tensor | Sequence[int]) -> None:
         lengths = torch.as_tensor(lengths)
@@ -90,7 +95,13 @@ class Padding(Mask):
 
 
 class Graph(Mask):
-    """Attention along the edges of a graph; built by :func:`graph`."""
+    """Attention along the edges of a graph; built by :func:`graph`.
+
+    Keyed by the edge list as given (content, not order-free): the same edges listed in another
+    order only miss the cache.
+    """
+
+    key_fields = ("num_nodes", "self_loops", "edge_index")
 
     def __init__(self, edge_index: Tensor, num_nodes: int, self_loops: bool = True) -> None:
         edge_index = torch.as_tensor(edge_index)
@@ -110,7 +121,7 @@ class Graph(Mask):
         if self_loops:
             adj.fill_diagonal_(True)
         self.adjacency = adj  # (i, j): query node i may attend to key node j
-        self.num_nodes = num_nodes
+        self.num_nodes, self.self_loops, self.edge_index = num_nodes, self_loops, edge_index
 
     def check(self, batch: int, q_len: int, kv_len: int) -> None:
         if q_len != self.num_nodes or kv_len != self.num_nodes:
@@ -129,6 +140,8 @@ class Graph(Mask):
 class GlobalTokens(Mask):
     """Tokens that attend everywhere and are attended from everywhere; see
     :func:`global_tokens`."""
+
+    key_fields = ("indices",)
 
     def __init__(self, indices: Sequence[int] | Tensor) -> None:
         idx = torch.as_tensor(indices, dtype=torch.long).flatten()
