@@ -33,6 +33,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .functional import Normalization, Score, attend, key_counts
 from .masks import Causal, Dense, Mask
+from .masks.block_cache import Build, uses_compiled_builder
 from .numerics import at_least_float32, safe_max
 from .registry import Registry
 
@@ -214,12 +215,16 @@ class FlexBackend(Backend):
             return f"FlexAttention on CPU supports float32, float16 and bfloat16, not {p.q.dtype}"
         return None
 
-    def block_mask(self, p: Problem):
+    def block_mask(self, p: Problem, *, build: Build = "always"):
+        """The block mask of ``p``'s mask (None without a mask), cached by the mask's value;
+        ``build`` as in :meth:`attnlab.masks.Mask.block_mask` (None when not built)."""
         mask = p.mask_object()
         if mask is None:
             return None
         b, h, i, j = p.shape
-        return mask.block_mask(b, h, i, j, device=p.q.device, block_size=self.block_size)
+        return mask.block_mask(
+            b, h, i, j, device=p.q.device, block_size=self.block_size, build=build
+        )
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         # FlexAttention already returns zeros for queries with no allowed key (its row sum is
@@ -384,19 +389,60 @@ _CHUNK_THRESHOLD = 1 << 24
 _FLEX_MIN_KEYS = 2048
 _FLEX_MAX_DENSITY = 0.5
 
+# What a block mask costs to build, in units of what one score costs the dense path (SDPA on a
+# dense boolean mask, head dim 64, rendering the mask included), per mask element (B * H * i * j,
+# B and H only when the mask reads them). Measured with local(256) on CPU, torch 2.13:
+#   eager create_block_mask       ~16 ns/element here (1-2 threads; n = 4096: 0.3 s, n = 16384:
+#                                 4.3 s); ~11 ns on issue 9's machine (~2.9 s at n = 16384)
+#   compiled create_block_mask    0.7-1.9 ns/element (n = 8192: 0.05-0.12 s, n = 16384:
+#                                 0.33-0.49 s), used from 2^26 elements (masks.block_cache)
+#   dense-mask SDPA               ~6 ns/score here at 1 thread (n = 2048-4096, 8 heads);
+#                                 ~1.1 ns on issue 9's machine (2.4 s at n = 16384, 8 heads)
+# The eager build gains little from threads while SDPA gains a lot, so take the pessimistic
+# ends: an eager build costs ~10 scores per element, a compiled one ~1.5.
+_BUILD_COST_EAGER = 10.0
+_BUILD_COST_COMPILED = 1.5
+#: a build that costs at most this share of the dense path pays off in the call that makes it
+#: (flex then runs at block density <= _FLEX_MAX_DENSITY on the rest)
+_BUILD_SHARE = 0.5
+
+
+def _build_pays_off(p: Problem, mask: Mask) -> bool:
+    """Whether building ``mask``'s block mask for ``p`` is cheaper than half the dense path.
+
+    E.g. local(256) at n = 16384, 1 sequence, 8 heads: 2.7e8 elements, built compiled at ~1.5
+    scores each (0.4e9) against 0.5 * 2.1e9 dense scores: build at once, then ~0.14 s per call
+    (issue 9) instead of 2.4 s. The same at n = 4096: 1.7e7 elements, eager, 1.7e8 against 0.7e8:
+    not for one call; if the same mask comes again it is built then ("on_repeat").
+    """
+    b, h, i, j = p.shape
+    elements = (b if mask.uses_batch else 1) * (h if mask.uses_heads else 1) * i * j
+    per = _BUILD_COST_COMPILED if uses_compiled_builder(elements) else _BUILD_COST_EAGER
+    return elements * per <= _BUILD_SHARE * b * h * i * j
+
 
 def select_backend(p: Problem) -> Backend:
-    """``auto``: the fastest backend that computes ``p`` exactly."""
+    """``auto``: the fastest backend that computes ``p`` exactly.
+
+    Flex runs for long problems (``j >= 2048``) under a structured mask whose block density is
+    at most 0.5, when its block mask is cached, when building it pays off in this call
+    (:func:`_build_pays_off`), or when the same mask (by value) was asked for before: a loop that
+    builds ``masks.local(256)`` on every call gets flex from its second call on.
+    """
     b, h, i, j = p.shape
     if p.need_weights:
         return ReferenceBackend()
     if SDPABackend().unsupported(p) is None:
-        if isinstance(p.mask, Mask) and not isinstance(p.mask, Dense) and j >= _FLEX_MIN_KEYS:
+        mask = p.mask
+        if isinstance(mask, Mask) and not isinstance(mask, Dense) and j >= _FLEX_MIN_KEYS:
             flex = FlexBackend()
             if flex.unsupported(p) is None:
-                density = 1.0 - flex.block_mask(p).sparsity() / 100.0
-                if density <= _FLEX_MAX_DENSITY:
-                    return flex
+                build = "always" if _build_pays_off(p, mask) else "on_repeat"
+                block_mask = flex.block_mask(p, build=build)
+                if block_mask is not None:
+                    density = 1.0 - block_mask.sparsity() / 100.0
+                    if density <= _FLEX_MAX_DENSITY:
+                        return flex
         return SDPABackend()
     if b * h * i * j >= _CHUNK_THRESHOLD:
         return ChunkedBackend()
