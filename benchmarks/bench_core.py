@@ -8,6 +8,7 @@ Usage: python benchmarks/bench_core.py [--quick] [--out results/bench_core.json]
 4. local(256) at n = 16384: flex (block-sparse) vs the same mask computed densely
 5. chunked additive attention vs the reference path: equality and peak extra memory
 6. bf16 autocast vs fp32 for the whole layer
+7. the local(256) loop as users write it (a new mask per call) vs a reused mask vs a dense mask
 """
 
 from __future__ import annotations
@@ -128,6 +129,45 @@ def local_flex(n=16384, window=256, heads=8, d=64):
                 max_abs_err=err)  # fmt: skip
 
 
+def bench_local_loop(n=16384, window=256, dim=512, heads=8, repeats=3):
+    """``layer(x, mask=masks.local(window))`` with a new mask object per call, as users write it
+    (block masks cached by value), against one reused mask, the same loop with the block-mask
+    cache off (a build per call), and the mask as a dense tensor (auto picks SDPA)."""
+    layer = MultiHeadAttention(dim, heads).eval()
+    x = torch.randn(1, n, dim)
+    cache = masks.block_mask_cache()
+    size = cache.maxsize
+    cache.clear()
+    reused = masks.local(window)
+    dense = reused.dense(1, 1, n, n)  # (1, 1, n, n)
+    with torch.no_grad():
+        t = time.perf_counter()
+        first = layer(x, mask=masks.local(window))  # compiles and builds
+        t_first = time.perf_counter() - t
+        t_loop = time_call(lambda: layer(x, mask=masks.local(window)), repeats=repeats)
+        looped = layer(x, mask=masks.local(window))
+        loop_backend = looped.backend
+        builds = cache.info().builds
+        t_reused = time_call(lambda: layer(x, mask=reused), repeats=repeats)
+        cache.maxsize = 0  # the loop without the value cache: one build per call
+        t_uncached = time_call(lambda: layer(x, mask=masks.local(window)), repeats=repeats)
+        uncached_backend = layer(x, mask=masks.local(window)).backend
+        cache.maxsize = size
+        t_dense = time_call(lambda: layer(x, mask=dense), repeats=max(1, repeats - 1))
+        dense_out = layer(x, mask=dense)
+    err = max((o.out - dense_out.out).abs().max().item() for o in (first, looped))
+    print(f"  local({window}) loop n={n}: new mask per call {t_loop*1e3:.1f} ms ({loop_backend}, "
+          f"{builds} build(s)); reused mask {t_reused*1e3:.1f} ms; new mask, cache off "
+          f"{t_uncached*1e3:.1f} ms ({uncached_backend}); dense mask {t_dense*1e3:.1f} ms "
+          f"({dense_out.backend}, x{t_dense/t_loop:.1f}); first call {t_first:.1f} s; "
+          f"max err {err:.1e}", flush=True)  # fmt: skip
+    return dict(n=n, window=window, dim=dim, heads=heads, loop_ms=t_loop * 1e3,
+                loop_backend=loop_backend, loop_builds=builds, reused_ms=t_reused * 1e3,
+                uncached_ms=t_uncached * 1e3, uncached_backend=uncached_backend,
+                dense_ms=t_dense * 1e3, dense_backend=dense_out.backend,
+                speedup_vs_dense=t_dense / t_loop, first_call_s=t_first, max_abs_err=err)  # fmt: skip
+
+
 # ---- chunked additive attention: peak live tensor bytes from the profiler's allocator events --
 ADD_HEADS, ADD_D = 4, 32
 
@@ -200,9 +240,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--out", default="results/bench_core.json")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="eval train dense local additive bf16")  # fmt: skip
+                    help="eval train dense local additive bf16 loop")  # fmt: skip
     args = ap.parse_args()
-    only = set(args.only or ["eval", "train", "dense", "local", "additive", "bf16"])
+    only = set(args.only or ["eval", "train", "dense", "local", "additive", "bf16", "loop"])
     print(f"machine: {machine()}", flush=True)
     res: dict = {"machine": machine()}
     q = args.quick
@@ -225,6 +265,9 @@ def main() -> None:
     if "bf16" in only:
         print("6. bf16 autocast vs fp32, whole layer", flush=True)
         res["bf16"] = bf16_speed([256] if q else [1024, 4096])
+    if "loop" in only:
+        print("7. local(256) loop: a new mask per call vs reused vs dense", flush=True)
+        res["loop"] = bench_local_loop(n=4096 if q else 16384)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))
