@@ -314,3 +314,14 @@ def test_flex_backend_block_mask_passes_build_through(builds):
     assert FlexBackend().block_mask(p, build="never") is None
     assert FlexBackend().block_mask(p) is FlexBackend().block_mask(p, build="never")
     assert len(builds) == 1
+
+
+def test_bigbird_patterns_key_by_value(builds):
+    from attnlab.efficient.bigbird import BigBirdMask, random_blocks
+
+    def pattern(seed):
+        table = random_blocks(8, count=2, window=1, globals_=1, seed=seed)
+        return BigBirdMask(block=4, window=1, globals_=1, random=table)
+
+    assert pattern(0).cache_key() == pattern(0).cache_key() != pattern(1).cache_key()
+    assert bm(pattern(0)) is bm(pattern(0)) and len(builds) == 1

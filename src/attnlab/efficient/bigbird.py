@@ -47,6 +47,8 @@ class BigBirdMask(Mask):
         random: ``(r, s)`` random key block ids per query block (-1 = none).
     """
 
+    key_fields = ("block", "window", "globals_", "random")  # block masks cached by value
+
     def __init__(self, *, block: int, window: int, globals_: int, random: Tensor) -> None:
         self.block, self.window, self.globals_ = block, window, globals_
         self.random = random
