@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -130,6 +131,7 @@ def test_two_trainers_in_one_directory(tmp_path):
     # An unclosed trainer releases its lock when it is garbage-collected.
     unclosed = _new_trainer(tmp_path / "other")
     del unclosed
+    gc.collect()
     _new_trainer(tmp_path / "other").close()
 
 
