@@ -196,7 +196,8 @@ class MultiHeadAttention(nn.Module):
                 Key padding is ``masks.padding(lengths)`` or a ``(b, 1, 1, m)`` tensor; a 2-D
                 tensor is ``(n, m)``, and one whose first size is the batch size is refused
                 as ambiguous (torch's ``key_padding_mask`` is ``(b, m)`` and means the
-                opposite, True = ignore).
+                opposite, True = ignore). Longformer's per-example global tokens are a mask
+                term too: ``self.kernel.pattern(flags) & masks.padding(lengths)``.
             bias: float ``(n, m)`` or ``(b, h, n, m)`` added to the scores (e.g. a Hugging
                 Face style additive mask, or learned relative biases); exact attention only.
             positional: a positional encoding; applied where it acts (input, q/k or scores).
