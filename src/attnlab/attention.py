@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention_checks import bias_flags, check_kernel_request, check_sequence
 from .attention_config import AttentionConfig
-from .efficient import KERNELS, make_kernel
-from .efficient import kernel_options as options_of
+from .efficient import make_kernel
 from .functional import get_normalize, make_score
 from .kernels import AttentionKernel, ExactKernel, KernelModule, run_kernel
 from .masks import Mask
@@ -54,21 +54,6 @@ class KVCache:
         self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
         return self.k, self.v
-
-
-def _check_sequence(t: Tensor, name: str, dim: int, weight: Tensor) -> None:
-    if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != dim:
-        got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-        raise ValueError(f"{name}: expected shape (batch, seq, {dim}), got {got}")
-    if t.shape[1] == 0:
-        raise ValueError(f"{name}: empty sequence (shape {tuple(t.shape)}); need seq >= 1")
-    autocast = torch.is_autocast_enabled(t.device.type)
-    if not t.is_floating_point() or (t.dtype != weight.dtype and not autocast):
-        raise ValueError(
-            f"{name}: dtype {t.dtype} differs from the layer's dtype {weight.dtype}; convert "
-            f"the input ({name}.to({weight.dtype})) or the layer (layer.to({t.dtype}))"
-            + ("" if t.is_floating_point() else "; token ids need an embedding first")
-        )
 
 
 class MultiHeadAttention(nn.Module):
@@ -133,9 +118,9 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"heads must be a positive divisor of dim={dim}, got heads={heads!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        qkv_bias, out_bias = _bias_flags(bias, qkv_bias, out_bias)
+        qkv_bias, out_bias = bias_flags(bias, qkv_bias, out_bias)
         if kernel is not None:
-            _check_kernel_request(kernel, kernel_options, score, normalize, backend, dropout)
+            check_kernel_request(kernel, kernel_options, score, normalize, backend, dropout)
             if backend != "auto":  # how a sparse kernel computes: its backend option
                 kernel_options = {**kernel_options, "backend": backend}
         elif kernel_options:
@@ -251,14 +236,14 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None,
     ) -> None:
         """What only the layer can check; the kernel checks the mask and bias shapes."""
-        _check_sequence(x, "x", self.dim, self.q_proj.weight)
+        check_sequence(x, "x", self.dim, self.q_proj.weight)
         if context is None and self.context_dim != self.dim:
             raise ValueError(
                 f"context: this layer attends to a context of width context_dim="
                 f"{self.context_dim} (x has width {self.dim}); pass context="
             )
         if context is not None:
-            _check_sequence(context, "context", self.context_dim, self.kv_proj.weight)
+            check_sequence(context, "context", self.context_dim, self.kv_proj.weight)
             if context.shape[0] != x.shape[0]:
                 raise ValueError(
                     f"context: batch {context.shape[0]} differs from x's batch {x.shape[0]}"
@@ -370,43 +355,4 @@ class MultiHeadAttention(nn.Module):
         return (
             f"dim={self.dim}, heads={self.heads}, score={self.score.name}, "
             f"normalize={self.normalize.name}, backend={self.backend}"
-        )
-
-
-def _bias_flags(bias: bool, qkv_bias: bool | None, out_bias: bool | None) -> tuple[bool, bool]:
-    """``(qkv_bias, out_bias)``, each ``bias`` unless given."""
-    for name, value in (("bias", bias), ("qkv_bias", qkv_bias), ("out_bias", out_bias)):
-        if not isinstance(value, bool) and not (value is None and name != "bias"):
-            allowed = "True or False" + (" (or None: follow bias)" if name != "bias" else "")
-            raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return (bias if qkv_bias is None else qkv_bias), (bias if out_bias is None else out_bias)
-
-
-def _check_kernel_request(
-    kernel: str | nn.Module,
-    options: dict[str, Any],
-    score: str,
-    normalize: str,
-    backend: str,
-    dropout: float,
-) -> None:
-    """Refuse, when the layer is built, what an efficient kernel cannot take."""
-    if dropout > 0:
-        raise ValueError(
-            f"dropout={dropout}: efficient kernels never form attention weights, so "
-            "there is nothing to drop; use dropout=0 with kernel= (residual dropout "
-            "in the blocks still applies)"
-        )
-    if score != "scaled_dot" or normalize != "softmax":
-        raise ValueError(
-            "kernel= replaces the exact attention maths; leave score and normalize at their "
-            "defaults when you choose a kernel"
-        )
-    if isinstance(kernel, nn.Module) and options:
-        raise ValueError("kernel options go to a kernel built by name, not to a module")
-    if backend != "auto" and (isinstance(kernel, nn.Module) or "backend" not in options_of(kernel)):
-        with_backend = [n for n in KERNELS.names() if "backend" in options_of(n)]
-        raise ValueError(
-            f"backend={backend!r}: kernel {getattr(kernel, 'name', kernel)!r} has no backend "
-            f"choice; leave backend='auto' (kernels with one: {', '.join(with_backend)})"
         )
