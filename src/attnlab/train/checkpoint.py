@@ -20,10 +20,19 @@ key            content
 A run directory holds ``last.pt`` (written every ``checkpoint_every`` steps, at evaluations
 and at epoch ends; what ``resume`` continues from) and ``best.pt`` (the best dev score so far;
 what the final test evaluation and :func:`load_for_inference` use).
+
+A file that cannot be read (empty, truncated, random bytes, another program's pickle) raises
+:class:`CheckpointError` with one line saying so; torch's own message is never passed on (for a
+foreign pickle it advises ``weights_only=False``, which would run code from the file). When a
+run directory's ``best.pt`` is unreadable but its ``last.pt`` is good, :func:`load_for_inference`
+refuses and names ``last.pt`` for the user to pass explicitly, rather than silently serving it:
+``last.pt`` holds the latest step's weights, not the best dev score's, and numbers from it must
+not pass for the run's best model.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +40,7 @@ import torch
 from torch import nn
 
 from .atomic import atomic_write
+from .errors import RunError
 
 if TYPE_CHECKING:
     from attnlab.tasks.base import Task
@@ -39,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "CheckpointError",
     "LAST",
     "BEST",
     "save_checkpoint",
@@ -60,15 +71,53 @@ def save_checkpoint(path: str | Path, checkpoint: dict[str, Any]) -> Path:
     return atomic_write(path, lambda f: torch.save(payload, f))
 
 
+class CheckpointError(RunError):
+    """A checkpoint file cannot be used: empty, truncated, corrupt, or not an attnlab checkpoint
+    of this version. The message names the file (and a readable alternative, if any)."""
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` (``weights_only=True``)."""
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    """Load a checkpoint written by :func:`save_checkpoint` (``weights_only=True``).
+
+    Raises:
+        FileNotFoundError, PermissionError, IsADirectoryError: the file cannot be opened.
+        CheckpointError: the file is empty, truncated or corrupt, or not an attnlab checkpoint
+            of version :data:`CHECKPOINT_VERSION`.
+    """
+    try:
+        with warnings.catch_warnings():  # a foreign pickle's protocol: the error below says more
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except Exception as err:  # torch raises a dozen types for bad bytes; none is the user's bug
+        raise CheckpointError(f"{path}: {_unreadable(Path(path), err)}") from None
     version = ckpt.get("version") if isinstance(ckpt, dict) else None
     if version != CHECKPOINT_VERSION:
-        raise ValueError(
+        raise CheckpointError(
             f"{path}: not an attnlab checkpoint of version {CHECKPOINT_VERSION} (got {version!r})"
         )
     return ckpt
+
+
+def _unreadable(path: Path, err: Exception) -> str:
+    """Why ``torch.load`` failed, in words, without torch's text (it may advise
+    ``weights_only=False``: unsafe for a file of unknown origin)."""
+    size = path.stat().st_size if path.is_file() else 0
+    if size == 0:
+        return "not a readable checkpoint: the file is empty (0 bytes)"
+    if "Unsupported global" in str(err):
+        return (
+            "not an attnlab checkpoint: it holds Python objects other than tensors and plain "
+            "data, which attnlab checkpoints never do (loading it could run code from the file)"
+        )
+    with path.open("rb") as f:
+        zipped = f.read(4) == b"PK\x03\x04"  # torch.save writes a zip archive
+    what = "the file is truncated or corrupt" if zipped else "torch.save did not write it"
+    return (
+        f"not a readable checkpoint: {what} ({size} bytes; torch.load failed with "
+        f"{type(err).__name__})"
+    )
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -101,12 +150,21 @@ def load_for_inference(
     Returns:
         The task with its vocabularies restored, the model with the checkpoint's weights in
         eval mode, and the run's config.
+
+    Raises:
+        CheckpointError: the checkpoint cannot be read; when the other checkpoint of its run
+            directory (``last.pt`` for ``best.pt`` and vice versa) is readable, the message
+            names it, to be passed explicitly (it is never used in the unreadable one's place).
     """
     from attnlab.tasks.registry import TASKS
 
     from .config import RunConfig
 
-    ckpt = load_checkpoint(find_checkpoint(path), map_location="cpu")
+    chosen = find_checkpoint(path)
+    try:
+        ckpt = load_checkpoint(chosen, map_location="cpu")
+    except CheckpointError as err:
+        raise CheckpointError(f"{err}{_readable_sibling(chosen)}") from None
     cfg = RunConfig.from_dict(ckpt["config"])
     task = TASKS.get(cfg.task)()
     task.load_state_dict(ckpt["task"])
@@ -115,6 +173,20 @@ def load_for_inference(
     model = task.build_model(cfg.model)
     model.load_state_dict(ckpt["model"])
     return task, model.to(device).eval(), cfg
+
+
+def _readable_sibling(path: Path) -> str:
+    """For an unreadable ``best.pt`` / ``last.pt``: what its run directory offers instead."""
+    names = {BEST: LAST, LAST: BEST}
+    if path.name not in names or not (path.parent / names[path.name]).is_file():
+        return ""
+    other = path.parent / names[path.name]
+    try:
+        step = load_checkpoint(other)["state"]["step"]
+    except (CheckpointError, KeyError, TypeError, OSError):
+        return f"; {other} is unreadable too"
+    what = "the latest weights" if other.name == LAST else "the best dev score's weights"
+    return f"; {other} is readable ({what}, step {step}): pass {other} to use it"
 
 
 def config_changes(
