@@ -353,11 +353,14 @@ def sniff_text_format(path: StrPath) -> str | None:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file holds no line with text (it names the file).
+        ValueError: the file holds no line with text, or is binary (it names the file).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
+    with open(path, "rb") as fh:
+        if b"\0" in fh.read(8192):  # text never holds NUL bytes: don't echo binary as a "line"
+            raise ValueError(f"{path}: a binary file, not a text file of sentences")
     lines: list[str] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:

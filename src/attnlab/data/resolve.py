@@ -172,7 +172,11 @@ def _write_text_atomic(path: Path, text: str) -> None:
 def _from_mirror(file: DataFile, root: Path, origin: str) -> Path:
     path = root / file.path
     if not path.is_file():
-        missing_root = "" if root.is_dir() else " (that directory does not exist)"
+        missing_root = (
+            "" if root.is_dir()
+            else " (that is a file, not a directory)" if root.exists()
+            else " (that directory does not exist)"
+        )  # fmt: skip
         raise DatasetUnavailable(
             f"{file.path} is not in the mirror directory {root}{missing_root}, set by {origin}. "
             f"Its canonical URL is {file.url}. Put the file at {path}, or unset {DATA_ENV} "
@@ -227,9 +231,18 @@ def _check_tofu(file: DataFile, path: Path) -> Path:
 
 def _download(file: DataFile, path: Path) -> None:
     """Download ``file.url`` to ``path`` atomically and verify it (or record it, for TOFU)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    except OSError as err:  # the cache is a file, read-only, ...: say which variable chose it
+        env = os.environ.get(CACHE_ENV, "").strip()
+        chosen = f"${CACHE_ENV}={env}" if env else f"the default (${CACHE_ENV} is unset)"
+        raise DatasetUnavailable(
+            f"cannot write {file.path} into the cache directory {cache_dir()}, chosen by "
+            f"{chosen}: {err.strerror or err} ({err.filename or path.parent}). Set "
+            f"{CACHE_ENV} to a writable directory, or {DATA_ENV} to a mirror holding the file."
+        ) from err
     logger.info("downloading %s to %s", file.url, path)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out:

@@ -90,6 +90,7 @@ def make_positional(
     if kwargs.get("max_len", 0) is None and params["max_len"].default is inspect.Parameter.empty:
         raise ValueError(
             f"positional encoding {name!r} does not extrapolate and needs max_len (the longest "
-            "sequence); pass max_len=..., or choose one that extrapolates"
+            "sequence); pass max_len=N (attnlab train: --model.encoder.max_len=N), or choose "
+            "one that extrapolates"
         )
     return cls(**kwargs, **options)

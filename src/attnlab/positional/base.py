@@ -39,7 +39,8 @@ class PositionalEncoding(nn.Module):
             raise ValueError(
                 f"{type(self).__name__} was built for at most max_len={self.max_len} positions "
                 f"and does not extrapolate; got a sequence of {n}. Build it with a larger "
-                "max_len, or use an encoding that extrapolates (Sinusoidal, Rotary, ALiBi, "
+                "max_len (attnlab train: --model.encoder.max_len=N), or use an encoding that "
+                "extrapolates (Sinusoidal, Rotary, ALiBi, "
                 "ShawRelative, Recurrent, "
                 "RelativeBias, Floater)."
             )

@@ -43,7 +43,8 @@ class Learned(PositionalEncoding):
             raise ValueError(f"dim must be a positive int, got {dim!r}")
         if not isinstance(max_len, int) or max_len <= 0:
             raise ValueError(
-                f"Learned needs max_len, a positive int (the longest sequence), got {max_len!r}"
+                f"Learned needs max_len, a positive int (the longest sequence; attnlab train: "
+                f"--model.encoder.max_len=N), got {max_len!r}"
             )
         self.dim, self.max_len = dim, max_len
         self.weight = nn.Parameter(torch.randn(max_len, dim) * init_std)  # (L, c)

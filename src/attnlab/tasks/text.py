@@ -332,9 +332,13 @@ class SentenceTask(_TextTask):
             examples = read_classification_file(path)
             bad = next((y for _, y in examples if y >= len(labels)), None)
             if bad is not None:
+                with open(path, encoding="utf-8", errors="replace") as fh:  # its line, to fix it
+                    lines = enumerate(fh, 1)
+                    line = next((n for n, text in lines if text.split()[:1] == [str(bad)]), "?")
                 raise ValueError(
                     f"{path}: label {bad} is outside the {len(labels)} classes of "
-                    f"{self.name or self.corpus} ({', '.join(labels)})"
+                    f"{self.name or self.corpus} (0 to {len(labels) - 1}: {', '.join(labels)}), "
+                    f"at line {line}"
                 )
             return examples
 

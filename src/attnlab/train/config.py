@@ -170,15 +170,26 @@ class RunConfig:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path}: no such file")
     if path.suffix == ".toml":
         try:
             import tomllib
         except ModuleNotFoundError as err:  # Python < 3.11
             raise ValueError(f"{path}: TOML config files need Python >= 3.11 (tomllib)") from err
         with path.open("rb") as f:
-            return tomllib.load(f)
-    with path.open() as f:
-        data = json.load(f)
+            try:
+                return tomllib.load(f)
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+                raise ValueError(f"config file {path}: not valid TOML: {err}") from None
+    with path.open("rb") as f:
+        try:
+            data = json.loads(f.read().decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"config file {path}: not JSON text (not UTF-8)") from None
+        except json.JSONDecodeError as err:
+            where = f"line {err.lineno}, column {err.colno}"
+            raise ValueError(f"config file {path}: invalid JSON at {where}: {err.msg}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a config file holds an object, got {type(data).__name__}")
     return data
