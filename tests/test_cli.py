@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.cli import main
 from attnlab.tasks import TASKS
@@ -99,3 +100,85 @@ def test_attention_alias_and_space_separated_values():
     ]
     with pytest.raises(ValueError, match="expected an option"):
         normalize_overrides(["stray"])
+
+
+# -- user errors and output (issue 8, item 12) ---------------------------------------------------
+
+
+def test_data_list_is_an_aligned_table_with_a_header(capsys, monkeypatch, tmp_path):
+    from attnlab.data import DATASETS
+
+    monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path))
+    assert main(["data", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows = lines[0], lines[1 : 1 + len(DATASETS)]
+    assert header.split() == ["NAME", "LOCAL", "LICENSE", "DESCRIPTION"]
+    assert [row.split()[0] for row in rows] == list(DATASETS)
+    for column in ("LOCAL", "LICENSE", "DESCRIPTION"):
+        start = header.index(column)
+        assert all(row[start - 2 : start] == "  " and row[start] != " " for row in rows), column
+    assert f"mirror {tmp_path}" in lines[-1] and "$ATTNLAB_DATA" in lines[-1]
+
+
+def test_an_invalid_json_config_names_the_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"train": {\n  "lr": 1e-3,\n}}\n')
+    assert main(["train", "pos", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnlab train: error: config file {bad}: invalid JSON at line 3")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["train", "pos", "--config", str(binary)]) == 2
+    assert f"config file {binary}: not JSON text" in capsys.readouterr().err
+
+
+def test_an_unusable_cache_names_attnlab_cache(tmp_path, capsys, monkeypatch):
+    """No mirror, and ``ATTNLAB_CACHE`` is a file: the error names the variable (and nothing is
+    downloaded: the cache directory is created before any download)."""
+    cache = tmp_path / "not-a-directory"
+    cache.write_text("")
+    monkeypatch.setenv("ATTNLAB_DATA", "")
+    monkeypatch.setenv("ATTNLAB_CACHE", str(cache))
+    assert main(["data", "fetch", "ud-atis"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"$ATTNLAB_CACHE={cache}" in err and "writable directory" in err
+
+
+def test_verbose_before_or_after_the_subcommand(capsys):
+    for argv in (["-v", "tasks"], ["tasks", "-v"], ["tasks", "--verbose"]):
+        assert main(argv) == 0
+        assert "pos" in capsys.readouterr().out
+
+
+def test_user_errors_exit_2_ctrl_c_130_and_bugs_keep_their_traceback(monkeypatch, capsys):
+    import attnlab.commands
+
+    def raising(error):
+        def command(*args, **kwargs):
+            raise error
+
+        return command
+
+    monkeypatch.setattr(attnlab.commands, "predict_command", raising(IsADirectoryError(21, "Is a directory", "x")))  # fmt: skip
+    assert main(["predict", "ckpt", "a"]) == 2
+    assert capsys.readouterr().err == "attnlab predict: error: x: Is a directory\n"
+    monkeypatch.setattr(attnlab.commands, "predict_command", raising(KeyboardInterrupt()))
+    assert main(["predict", "ckpt", "a"]) == 130
+    assert capsys.readouterr().err == "attnlab predict: interrupted\n"
+    monkeypatch.setattr(attnlab.commands, "predict_command", raising(ZeroDivisionError("bug")))
+    with pytest.raises(ZeroDivisionError):  # a bug in attnlab: its traceback stays
+        main(["predict", "ckpt", "a"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_eval_device_cuda_without_cuda_names_the_option(capsys):
+    assert main(["eval", "no-such-run", "--device", "cuda"]) == 2
+    assert "--device cuda: CUDA is not available" in capsys.readouterr().err
+
+
+def test_eval_batch_is_deprecated():
+    import attnlab.commands
+
+    with pytest.warns(DeprecationWarning, match="EVAL_BATCH"):
+        assert attnlab.commands.EVAL_BATCH == 64

@@ -7,9 +7,12 @@ in a small function; heavy imports happen inside them so ``attnlab --help`` is i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -22,17 +25,32 @@ def _data(args: argparse.Namespace) -> int:
     from .data import fetch, list_datasets
 
     if args.action == "list":
-        rows = list_datasets()
-        width = max(len(r.name) for r in rows)
-        for r in rows:
-            where = f"  [{r.location}]" if r.available else ""
-            print(f"{r.name:<{width}}  {'yes' if r.available else 'no ':<3}  {r.license:<22}  "
-                  f"{r.description}{where}")  # fmt: skip
+        print(_dataset_table(list_datasets()))
         return 0
     for name in args.names:
         for key, path in fetch(name).items():
             print(f"{name}:{key}\t{path}")
     return 0
+
+
+def _dataset_table(rows: Sequence) -> str:
+    """``attnlab data list``: an aligned table with a header, then where the files are looked
+    for (the mirror ``$ATTNLAB_DATA`` or the cache ``$ATTNLAB_CACHE``)."""
+    from .data import CACHE_ENV, DATA_ENV, cache_dir, mirror_dir
+
+    header = ("NAME", "LOCAL", "LICENSE", "DESCRIPTION")
+    table = [header, *((r.name, "yes" if r.available else "no", r.license, r.description)
+                       for r in rows)]  # fmt: skip
+    widths = [max(len(row[c]) for row in table) for c in range(len(header) - 1)]
+    lines = ["  ".join([*(f"{v:<{w}}" for v, w in zip(row, widths)), row[-1]]) for row in table]
+    mirror = mirror_dir()
+    if mirror is not None:
+        where = f"LOCAL: in the mirror {mirror} (${DATA_ENV}; nothing is downloaded)"
+    else:
+        where = (
+            f"LOCAL: in the cache {cache_dir()} (${CACHE_ENV}); `attnlab data fetch NAME` downloads"
+        )
+    return "\n".join([*lines, "", where])
 
 
 def _tasks(args: argparse.Namespace) -> int:
@@ -99,7 +117,7 @@ def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from .commands import eval_command
 
-    return eval_command(args.checkpoint, data=args.data, split=args.split)
+    return eval_command(args.checkpoint, data=args.data, split=args.split, device=args.device)
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -108,13 +126,17 @@ def _predict(args: argparse.Namespace) -> int:
     texts = list(args.texts)
     if texts == ["-"]:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
+        if not texts:
+            raise ValueError("no inputs on stdin ('-'): expected one input per line, got none")
     return predict_command(args.checkpoint, texts, as_json=args.json)
 
 
 def _show(args: argparse.Namespace) -> int:
     from .commands import show_command
 
-    return show_command(args.checkpoint, " ".join(args.text), out=args.out)
+    return show_command(
+        args.checkpoint, " ".join(args.text), out=args.out, layer=args.layer, head=args.head
+    )
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -128,17 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
         prog="attnlab", description="A command-line lab for self-attention."
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    # -v also after the subcommand (``attnlab train pos -v``); SUPPRESS keeps one given before it
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="debug logging")  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help='train taggers and show how they tag "I saw a saw ."')
+    def add(parent: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return parent.add_parser(name, parents=[verbose], **kwargs)
+
+    d = add(sub, "demo", help='train taggers and show how they tag "I saw a saw ."')
     d.add_argument("--out", default="runs/demo", help="where checkpoints and plots go")
     d.add_argument("--quick", action="store_true", help="a tiny budget (smoke test)")
     d.set_defaults(func=_demo)
 
-    sub.add_parser("tasks", help="list the tasks").set_defaults(func=_tasks)
+    add(sub, "tasks", help="list the tasks").set_defaults(func=_tasks)
 
-    t = sub.add_parser(
-        "train", help="train a model: attnlab train TASK [--a.b=value ...]", add_help=False
+    t = add(
+        sub, "train", help="train a model: attnlab train TASK [--a.b=value ...]", add_help=False
     )
     t.add_argument("task", nargs="?", help="the task to train (attnlab tasks lists them)")
     t.add_argument("-h", "--help", action="store_true", help="list every option of TASK")
@@ -147,35 +176,39 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
     t.set_defaults(func=_train, takes_rest=True, train_parser=t)
 
-    e = sub.add_parser("eval", help="evaluate a checkpoint on its test set or on a file")
+    e = add(sub, "eval", help="evaluate a checkpoint on its test set or on a file")
     e.add_argument("checkpoint")
     e.add_argument("--data", help="a file in the task's format (text: CoNLL-U, word/TAG, "
                    "'word TAG' columns, 'label sentence')")  # fmt: skip
     e.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    e.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                   help="where to evaluate (default: the run's train.device)")  # fmt: skip
     e.set_defaults(func=_eval)
 
-    pr = sub.add_parser("predict", help="tag or classify texts ('-' reads stdin)")
+    pr = add(sub, "predict", help="tag or classify texts ('-' reads stdin)")
     pr.add_argument("checkpoint")
     pr.add_argument("texts", nargs="+", help="inputs as the task reads them (text: a sentence)")
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
     pr.set_defaults(func=_predict)
 
-    s = sub.add_parser("show", help="attention heatmaps of a text, every layer and head")
+    s = add(sub, "show", help="attention heatmaps of a text, every layer and head")
     s.add_argument("checkpoint")
     s.add_argument("text", nargs="+", help="one input as the task reads it (text: a sentence)")
     s.add_argument("--out", required=True, help="PNG file to write")
+    s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
+    s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
     s.set_defaults(func=_show)
 
-    da = sub.add_parser("data", help="datasets: list, fetch")
+    da = add(sub, "data", help="datasets: list, fetch")
     da_sub = da.add_subparsers(dest="action", required=True)
-    da_sub.add_parser("list", help="registered datasets and whether they are available")
-    f = da_sub.add_parser("fetch", help="download (or locate in ATTNLAB_DATA) datasets")
+    add(da_sub, "list", help="registered datasets and whether they are available")
+    f = add(da_sub, "fetch", help="download (or locate in ATTNLAB_DATA) datasets")
     f.add_argument("names", nargs="+")
     da.set_defaults(func=_data)
 
-    b = sub.add_parser("bench", help="benchmarks: attnlab bench attention")
+    b = add(sub, "bench", help="benchmarks: attnlab bench attention")
     b_sub = b.add_subparsers(dest="what", required=True)
-    ba = b_sub.add_parser("attention", help="speed/memory of exact and efficient attention")
+    ba = add(b_sub, "attention", help="speed/memory of exact and efficient attention")
     ba.add_argument("--kernels", nargs="+", default=None,
                     help="efficient kernels to compare (default: all registered)")  # fmt: skip
     ba.add_argument("--lengths", nargs="+", type=int, default=None,
@@ -194,7 +227,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: errors that are the user's to fix (bad option, file, checkpoint, run directory, data): one
+#: line and exit status 2. Anything else is a bug in attnlab and keeps its traceback.
+USER_ERRORS = (ValueError, OSError, NotImplementedError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``attnlab ARGV``; return the exit status.
+
+    A user error (:data:`USER_ERRORS`: :class:`~attnlab.train.RunError`, a bad option or file,
+    an unreadable checkpoint, missing data, ...) prints one line ``attnlab CMD: error: ...`` to
+    stderr and returns 2; Ctrl-C outside training returns 130. Log lines go through tqdm's
+    writer, so they never land on a progress bar's line.
+    """
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(
@@ -205,9 +252,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest and not getattr(args, "takes_rest", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        if getattr(args, "takes_rest", False):
-            return args.func(args, rest)
-        return args.func(args)
-    except (ValueError, FileNotFoundError, NotImplementedError) as err:
-        print(f"attnlab {args.command}: error: {err}", file=sys.stderr)
+        with logging_redirect_tqdm():
+            if getattr(args, "takes_rest", False):
+                return args.func(args, rest)
+            return args.func(args)
+    except BrokenPipeError:  # stdout closed early (``attnlab data list | head``): not an error
+        with contextlib.suppress(OSError, ValueError):  # no flush error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
+    except USER_ERRORS as err:
+        print(f"attnlab {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"attnlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(err: BaseException) -> str:
+    """The message of ``err`` on one line; an OS error as ``FILE: reason``."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        text = f"{err.filename}: {err.strerror}"
+    elif isinstance(err, UnicodeDecodeError):
+        text = f"not a UTF-8 text file ({err.reason} at byte {err.start})"
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split("\n"))

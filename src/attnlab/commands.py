@@ -9,15 +9,21 @@ both the tasks and the trainer: :mod:`attnlab.cli` imports this module, this mod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from attnlab.tasks import Task
-from attnlab.train import Trainer, load_for_inference, resolve_config
+from attnlab.train import RunConfig, Trainer, load_for_inference, resolve_config
+from attnlab.train.distributed import resolve_device
 
 __all__ = [
     "normalize_overrides",
@@ -31,9 +37,6 @@ logger = logging.getLogger(__name__)
 
 #: ``--attention.X`` is shorthand for ``--model.encoder.X`` (the efficient-kernel issue's spelling)
 _ALIASES = {"--attention.": "--model.encoder."}
-
-#: examples per batch when evaluating a checkpoint
-EVAL_BATCH = 64
 
 
 def normalize_overrides(args: Sequence[str]) -> list[str]:
@@ -76,18 +79,31 @@ def train_command(task: str, rest: Sequence[str], *, config: str | None, resume:
     return 0
 
 
-def _batches(task: Task, examples: list, size: int = EVAL_BATCH) -> Iterator[dict]:
-    for s in range(0, len(examples), size):
-        yield task.collate(examples[s : s + size])
+def eval_command(
+    checkpoint: str, *, data: str | None, split: str, device: str | None = None
+) -> int:
+    """``attnlab eval CKPT [--data FILE | --split NAME] [--device D]``: the task's metrics on a
+    file it reads (:meth:`Task.read_examples`) or on one of its splits, as one JSON line.
 
+    Evaluates as the run's own evaluation did, so that a split gives the number the run
+    reported: the run's evaluation batch size (``train.eval_batch_size``, else
+    ``train.batch_size``), in file order, under bfloat16 autocast if the run trained with
+    ``train.bf16``. A progress bar (examples, rate, ETA) goes to stderr.
 
-def eval_command(checkpoint: str, *, data: str | None, split: str) -> int:
-    """``attnlab eval CKPT [--data FILE | --split NAME]``: the task's metrics on a file it
-    reads (:meth:`Task.read_examples`) or on one of its splits, as one JSON line."""
+    Args:
+        checkpoint: a ``.pt`` file or a run directory.
+        data: an evaluation file in a format of the task; None: ``split``.
+        split: ``train``, ``dev`` or ``test``.
+        device: ``auto`` / ``cpu`` / ``cuda``; None: the run's ``train.device``.
+    """
+    if data is not None and not Path(data).is_file():
+        raise FileNotFoundError(f"--data: no such file {data}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: CUDA is not available here; use cpu or auto")
     task, model, cfg = load_for_inference(checkpoint, setup=data is None)
+    target = _eval_device(device, cfg.train.device)
+    model.to(target)
     if data is not None:
-        if not Path(data).is_file():
-            raise FileNotFoundError(f"--data: no such file {data}")
         examples = task.read_examples(data)
         where = str(data)
     else:
@@ -95,28 +111,95 @@ def eval_command(checkpoint: str, *, data: str | None, split: str) -> int:
         where = f"{cfg.task} {split} split"
     if not examples:
         raise ValueError(f"{where}: no examples to evaluate")
-    with torch.no_grad():
-        metrics = task.evaluate(model, _batches(task, examples))
-    print(f"{where}: " + json.dumps({k: round(v, 4) for k, v in metrics.items()}))
+    size = cfg.train.eval_batch_size or cfg.train.batch_size
+    precision = "bfloat16 autocast, as the run trained" if cfg.train.bf16 else "float32"
+    logger.info("evaluating on %s: %d examples, batches of %d, %s, device %s",
+                where, len(examples), size, precision, target)  # fmt: skip
+    bar = tqdm(total=len(examples), desc="eval", unit="ex", file=sys.stderr,
+               dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+    with bar, torch.no_grad(), _autocast(cfg, target):
+        metrics = task.evaluate(model, _batches(task, examples, size, target, bar))
+    print(f"{where}: " + json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
     return 0
+
+
+def _eval_device(device: str | None, run_device: str) -> torch.device:
+    """``--device`` if given, else the run's ``train.device``
+    (its ``cuda`` falls back to the CPU, with a warning, on a machine without CUDA)."""
+    if device is not None:
+        return resolve_device(device)
+    if run_device == "cuda" and not torch.cuda.is_available():
+        logger.warning("the run trained on CUDA, which is not available here: evaluating on cpu")
+        run_device = "cpu"
+    return resolve_device(run_device)
+
+
+def _batches(
+    task: Task, examples: list, size: int, device: torch.device, bar: tqdm
+) -> Iterator[dict]:
+    """Collated batches of ``size`` examples in order, on ``device``; ``bar`` counts the
+    examples of each batch once the task is done with it."""
+    for s in range(0, len(examples), size):
+        chunk = examples[s : s + size]
+        batch = task.collate(chunk)
+        yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        bar.update(len(chunk))
+
+
+def _autocast(cfg: RunConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    """The run's precision: bfloat16 autocast if it trained with ``train.bf16`` (as the
+    trainer's own evaluation does), else a no-op."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
 
 
 def predict_command(checkpoint: str, texts: Sequence[str], *, as_json: bool) -> int:
     """``attnlab predict CKPT INPUT ... [--json]``: one line per input, as the task renders
-    its prediction (:meth:`Task.format_text` or :meth:`Task.format_json`)."""
-    task, model, _ = load_for_inference(checkpoint)
+    its prediction (:meth:`Task.format_text` or :meth:`Task.format_json`), computed in the
+    run's precision (bfloat16 autocast if it trained with it, as ``eval`` does)."""
     if not texts:
-        raise ValueError("predict: no inputs given")
+        raise ValueError("no inputs given: pass inputs as arguments, or '-' and one per line")
+    task, model, cfg = load_for_inference(checkpoint)
     inputs = [task.parse_input(text) for text in texts]
-    for record in task.predict(model, inputs):
+    with _autocast(cfg, torch.device("cpu")):
+        records = task.predict(model, inputs)
+    for record in records:
         print(task.format_json(record) if as_json else task.format_text(record))
     return 0
 
 
-def show_command(checkpoint: str, text: str, *, out: str) -> int:
-    """``attnlab show CKPT INPUT --out FILE.png``: the task's picture of the model's attention
-    on one input (:meth:`Task.draw`); prints the path written."""
+def show_command(
+    checkpoint: str, text: str, *, out: str, layer: int | None = None, head: int | None = None
+) -> int:
+    """``attnlab show CKPT INPUT --out FILE.png [--layer L] [--head H]``: the task's picture
+    of the model's attention on one input (:meth:`Task.draw`); prints the path written.
+
+    With ``layer`` and/or ``head`` (1-based, as the panels are titled), only that layer's
+    and/or head's heatmaps of :meth:`Task.attention_map` are drawn
+    (:func:`attnlab.viz.plot_attention`), larger.
+    """
+    from attnlab.viz import plot_attention
+
     task, model, cfg = load_for_inference(checkpoint)
-    path = task.draw(model, task.parse_input(text), out, title=f"{cfg.task}: {text}")
+    x = task.parse_input(text)
+    title = f"{cfg.task}: {text}"
+    with _autocast(cfg, torch.device("cpu")):
+        if layer is None and head is None:
+            path = task.draw(model, x, out, title=title)
+        else:
+            attn = task.attention_map(model, x)
+            path = plot_attention(attn.weights, attn.keys, out, title=title,
+                                  query_tokens=attn.queries, layer=layer, head=head)  # fmt: skip
     print(path)
     return 0
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EVAL_BATCH":  # eval now uses the run's own evaluation batch size
+        warnings.warn(
+            "attnlab.commands.EVAL_BATCH is deprecated and unused: eval batches as the run "
+            "did (train.eval_batch_size, else train.batch_size)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return 64
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
