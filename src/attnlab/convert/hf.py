@@ -186,12 +186,12 @@ def convert_layer(
     Args:
         cls: the block class to build (``TransformerBlock`` or a subclass).
         layer: the ``BertLayer`` (or a layer of the same layout).
+        attention_cls: the class of the block's attention layers (``MultiHeadAttention``).
         causal: causal self-attention. Default: ``layer.is_decoder``; in Hugging Face the
             decoder's causal mask is built by the model (``BertModel``) and handed to every
             layer, in attnlab it is the block's option.
         attention: attnlab's attention settings for every attention layer of the block
             (default ``AttentionConfig()``).
-        attention_cls: the class of the block's attention layers (``MultiHeadAttention``).
 
     Returns:
         The block, on ``layer``'s device and dtype and in its train / eval mode.
