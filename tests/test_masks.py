@@ -287,3 +287,16 @@ def test_from_tensor_rejects_non_tensors():
         masks.from_tensor([[True]])
     with pytest.raises(ValueError, match="boolean"):
         masks.from_tensor(torch.ones(2, 2))
+
+
+def test_global_tokens_refuses_per_example_flags_instead_of_flattening_them():
+    flags = torch.tensor([[True, False, False], [False, True, False]])  # (b, n)
+    with pytest.raises(ValueError, match=r"global_tokens: .*shape \(2, 3\).*pattern"):
+        masks.global_tokens(flags)
+
+
+def test_global_tokens_reads_boolean_flags_as_positions():
+    flags = torch.tensor([True, False, False, True])
+    by_flags = masks.global_tokens(flags).dense(1, 1, 4, 4)
+    by_index = masks.global_tokens([0, 3]).dense(1, 1, 4, 4)
+    assert torch.equal(by_flags, by_index)

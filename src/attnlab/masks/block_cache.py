@@ -88,14 +88,13 @@ def value_key(x: object) -> Hashable | None:
     Numbers, strings and None key as themselves; tensors by :func:`tensor_key`; masks by
     :meth:`~attnlab.masks.Mask.cache_key`; tuples and lists element by element.
     """
-    from .base import Mask
-
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
     if isinstance(x, Tensor):
         return tensor_key(x)
-    if isinstance(x, Mask):
-        return x.cache_key()
+    cache_key = getattr(x, "cache_key", None)  # a Mask; duck-typed, as masks.base imports us
+    if callable(cache_key):
+        return cache_key()
     if isinstance(x, (tuple, list)):
         keys = tuple(value_key(e) for e in x)
         return None if any(k is None and e is not None for k, e in zip(keys, x)) else keys

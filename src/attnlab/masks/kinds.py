@@ -144,7 +144,16 @@ class GlobalTokens(Mask):
     key_fields = ("indices",)
 
     def __init__(self, indices: Sequence[int] | Tensor) -> None:
-        idx = torch.as_tensor(indices, dtype=torch.long).flatten()
+        t = torch.as_tensor(indices)
+        if t.dim() > 1:
+            raise ValueError(
+                f"global_tokens: expected one 1-D list of positions (or (n,) boolean flags) "
+                f"shared by the whole batch, got shape {tuple(t.shape)}; for per-example global "
+                "tokens ((b, n) flags) use the longformer kernel's pattern: "
+                "layer.kernel.pattern(flags)"
+            )
+        # (n,) boolean flags name the flagged positions; anything else is a list of positions
+        idx = t.nonzero().flatten() if t.dtype == torch.bool else t.to(torch.long).flatten()
         if (idx < 0).any():
             raise ValueError(f"global_tokens: indices must be >= 0, got {idx.tolist()}")
         self.indices = idx
