@@ -43,7 +43,7 @@ from .bigbird import BigBirdKernel, BigBirdMask
 from .linear import LinearKernel, LinearState
 from .linformer import LinformerKernel
 from .local import LocalKernel
-from .longformer import LongformerKernel
+from .longformer import LongformerKernel, LongformerPattern
 from .nystrom import NystromKernel
 from .performer import PerformerKernel
 from .reformer import ReformerKernel
@@ -61,6 +61,7 @@ __all__ = [
     "is_causal",
     "padding_lengths",
     "BigBirdMask",
+    "LongformerPattern",
     "LinearState",
 ]
 
