@@ -3,7 +3,7 @@
 Usage: python benchmarks/bench_core.py [--quick] [--out results/bench_core.json]
 
 1. eval, no grad, fp32, dim 512, 8 heads: attnlab (auto) vs nn.MultiheadAttention, same weights
-2. training step (fwd + bwd) at n = 1024
+2. training step (fwd + bwd) at n = 1024, also against Hugging Face's BertSelfAttention
 3. dense exact attention vs the fp32 matmul rate measured in this run
 4. local(256) at n = 16384: flex (block-sparse) vs the same mask computed densely
 5. chunked additive attention vs the reference path: equality and peak extra memory
@@ -74,8 +74,40 @@ def train_speed(n=1024):
     t_o, t_r, t_rnw = (time_call(f, min_time=2) for f in (step_ours, step_ref, step_ref_nw))
     print(f"  train n={n}: attnlab {t_o*1e3:.1f} ms, torch {t_r*1e3:.1f} ms (x{t_r/t_o:.2f}), "
           f"torch need_weights=False {t_rnw*1e3:.1f} ms (x{t_rnw/t_o:.2f})", flush=True)  # fmt: skip
-    return dict(n=n, attnlab_ms=t_o * 1e3, torch_ms=t_r * 1e3, torch_no_weights_ms=t_rnw * 1e3,
-                speedup=t_r / t_o, speedup_vs_no_weights=t_rnw / t_o)  # fmt: skip
+    row = dict(n=n, attnlab_ms=t_o * 1e3, torch_ms=t_r * 1e3, torch_no_weights_ms=t_rnw * 1e3,
+               speedup=t_r / t_o, speedup_vs_no_weights=t_rnw / t_o)  # fmt: skip
+    hf = hf_bert_attention()
+    if hf is not None:  # the same weights in Hugging Face's BertSelfAttention (sdpa) + output dense
+        hf_self, hf_dense = hf
+        ours_hf = MultiHeadAttention.from_hf_bert(hf_self, output=hf_dense)
+
+        def step_ours_hf():
+            ours_hf(x).out.sum().backward()
+
+        def step_hf():
+            hf_dense(hf_self(x)[0]).sum().backward()
+
+        t_oh, t_h = (time_call(f, min_time=2) for f in (step_ours_hf, step_hf))
+        print(f"  train n={n}: attnlab {t_oh*1e3:.1f} ms, HF BertSelfAttention+dense "
+              f"{t_h*1e3:.1f} ms (x{t_h/t_oh:.2f})", flush=True)  # fmt: skip
+        row.update(attnlab_vs_hf_ms=t_oh * 1e3, hf_ms=t_h * 1e3, speedup_vs_hf=t_h / t_oh)
+    return row
+
+
+def hf_bert_attention(dim=512, heads=8):
+    """Hugging Face's BertSelfAttention (sdpa) and its output dense layer, or None without
+    ``transformers`` (the ``peers`` extra)."""
+    try:
+        from transformers import BertConfig
+        from transformers.models.bert.modeling_bert import BertAttention
+    except ImportError:
+        print("  (transformers not installed: no Hugging Face row; pip install -e '.[peers]')")
+        return None
+    cfg = BertConfig(hidden_size=dim, num_attention_heads=heads, attention_probs_dropout_prob=0.0,
+                     hidden_dropout_prob=0.0)  # fmt: skip
+    cfg._attn_implementation = "sdpa"
+    attn = BertAttention(cfg)
+    return attn.self, attn.output.dense
 
 
 def dense_rate(lengths, heads=8, d=64):
