@@ -21,6 +21,7 @@ from typing import Any, Literal
 from attnlab.tasks.registry import TASKS
 
 from .atomic import atomic_write_text
+from .compile import COMPILE_MODES
 from .overrides import apply_overrides, from_dict, merge, parse_override, to_dict
 
 __all__ = [
@@ -63,6 +64,14 @@ class TrainConfig:
         min_lr_ratio: final learning rate as a fraction of ``lr``.
         grad_clip: max global gradient norm (0: no clipping).
         bf16: autocast the forward pass to bfloat16 (CPU or CUDA).
+        compile: ``torch.compile`` the model for training and evaluation, with dynamic shapes
+            and padded batches so that it compiles in its first steps only
+            (:mod:`attnlab.train.compile`); checkpoints keep the plain model's keys.
+        compile_mode: ``torch.compile``'s mode: ``"default"``, ``"reduce-overhead"`` (CUDA
+            graphs), ``"max-autotune"`` or ``"max-autotune-no-cudagraphs"``.
+        pad_multiple: pad every padded dimension of a batch (sequence length, characters per
+            word) up to a multiple of this, so that a compiled model meets few shapes; padding
+            is inert (None: 8 with ``compile``, else 1, no padding).
         patience: stop after this many evaluations without a better dev score (0: never).
         eval_every: evaluate on dev every this many steps (0: at the end of each epoch).
         checkpoint_every: also write ``last.pt`` every this many steps (0: only at evaluations
@@ -93,6 +102,11 @@ class TrainConfig:
     min_lr_ratio: float = 0.0
     grad_clip: float = 1.0
     bf16: bool = False
+    compile: bool = False
+    compile_mode: Literal[
+        "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+    ] = "default"
+    pad_multiple: int | None = None
     patience: int = 0
     eval_every: int = 0
     checkpoint_every: int = 0
@@ -124,6 +138,15 @@ class TrainConfig:
         if self.warmup_steps and self.warmup_fraction:
             raise ValueError(
                 "train.warmup_steps and train.warmup_fraction are exclusive; set one of them to 0"
+            )
+        if self.pad_multiple is not None and self.pad_multiple < 1:
+            raise ValueError(
+                f"train.pad_multiple must be >= 1 (1: no padding) or None, got {self.pad_multiple}"
+            )
+        if self.compile_mode not in COMPILE_MODES:
+            raise ValueError(
+                f"train.compile_mode must be one of {', '.join(COMPILE_MODES)}; "
+                f"got {self.compile_mode!r}"
             )
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")

@@ -17,6 +17,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from .batching import epoch_order, make_batches, rank_micro_batches
+from .compile import PaddedCollate, pad_multiple_of
 from .distributed import DistEnv
 
 if TYPE_CHECKING:
@@ -36,13 +37,17 @@ class Feed:
         task: collates examples (:meth:`Task.collate`) and prices them for token batching
             (:meth:`Task.batch_size_of`).
         train: the train split.
-        tc: the trainer's settings (batching, seed, workers, bf16).
+        tc: the trainer's settings (batching, seed, workers, bf16, padding).
         env: this process's place in the run (rank, world size, device).
+
+    Batches (train and evaluation alike) are padded to multiples of ``train.pad_multiple``
+    (:func:`~attnlab.train.compile.pad_batch`; 8 by default under ``train.compile``).
     """
 
     def __init__(self, task: Task, train: list, tc: TrainConfig, env: DistEnv) -> None:
         self.task, self.train, self.tc, self.env = task, train, tc, env
         self.device = env.device
+        self.collate = PaddedCollate(task.collate, pad_multiple_of(tc.compile, tc.pad_multiple))
         self.costs = [task.batch_size_of(ex) for ex in train] if tc.batch_tokens else None
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
@@ -60,7 +65,7 @@ class Feed:
         # global torch RNG: creating a loader must not shift the dropout stream, or a resumed
         # run (which creates its loader mid-epoch) would diverge.
         return DataLoader(
-            examples, collate_fn=self.task.collate, num_workers=self.tc.num_workers,
+            examples, collate_fn=self.collate, num_workers=self.tc.num_workers,
             pin_memory=self.device.type == "cuda",
             generator=torch.Generator().manual_seed(self.tc.seed), **kwargs,
         )  # fmt: skip

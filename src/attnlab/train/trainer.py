@@ -29,6 +29,10 @@ A run never loses or misattributes its results:
 * a non-finite loss or gradient never updates the weights: the step is skipped (at most
   ``max_bad_steps`` times) or the run stops with :class:`~attnlab.train.errors.DivergenceError`
   (:mod:`~attnlab.train.divergence`); a non-finite dev score never becomes ``best.pt``.
+
+With ``train.compile`` the model runs under ``torch.compile`` for training and evaluation
+(dynamic shapes, batches padded to a few sizes: :mod:`~attnlab.train.compile`); ``model`` stays
+the plain module, which checkpoints save.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from tqdm import tqdm
 from attnlab.tasks import TASKS, Task
 
 from .checkpoint import BEST, LAST, load_checkpoint
+from .compile import compile_model
 from .config import RunConfig, save_config
 from .distributed import (
     all_reduce_sum,
@@ -157,6 +162,16 @@ class Trainer:
         if ckpt is not None:
             self.state = restore_training(ckpt, self.model, self.optimizer, self.scheduler)
         self.train_model = wrap_model(self.model, self.env)
+        self.eval_model = self.model  # rank 0 evaluates alone: never the DDP wrapper
+        if tc.compile:
+            # The DDP wrapper is compiled, not wrapped around a compiled module (PyTorch's
+            # recommended order: Dynamo then splits the graph at DDP's gradient buckets).
+            self.train_model = compile_model(self.train_model, mode=tc.compile_mode)
+            self.eval_model = (
+                compile_model(self.model, mode=tc.compile_mode)
+                if self.env.distributed
+                else self.train_model
+            )
         if self.env.distributed:
             torch.manual_seed(tc.seed + self.env.rank)  # distinct dropout streams per rank
         if ckpt is not None:
@@ -367,12 +382,13 @@ class Trainer:
             return {}
         tc = self.cfg.train
         loader = self.feed.loader(examples, batch_size=tc.eval_batch_size or tc.batch_size)
-        self.model.eval()
+        model = self.eval_model
+        model.eval()
         try:
             with torch.no_grad(), self.feed.autocast():
-                metrics = self.task.evaluate(self.model, (self.feed.to_device(b) for b in loader))
+                metrics = self.task.evaluate(model, (self.feed.to_device(b) for b in loader))
         finally:
-            self.model.train()
+            model.train()
         return {k: float(v) for k, v in metrics.items()}
 
     def _evaluate_and_track(self) -> None:
