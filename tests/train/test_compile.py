@@ -3,7 +3,10 @@ plain state dicts and resumes; padded batches (``train.pad_multiple``) change no
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -20,6 +23,9 @@ from attnlab.train.compile import (
 )
 
 from .helpers import Crash, CrashingToy, assert_same_tensors, final_weights, run, strip_timing
+from .test_distributed import OVERRIDES as DDP_OVERRIDES
+from .test_distributed import SCRIPT as DDP_SCRIPT
+from .test_distributed import _torchrun_env as torchrun_env
 from .toy_task import ToyTask, toy_config
 
 NO_DROPOUT = "--model.encoder.dropout=0"
@@ -248,3 +254,25 @@ def test_tagger_with_attention_masks_and_chars_compiles_only_while_warming_up(tm
     eager = Trainer("pos", eager_cfg, progress=False).fit()
     got = [row["train_loss"] for row in compiled.history]
     assert got == pytest.approx([row["train_loss"] for row in eager.history], rel=1e-3)
+
+
+@pytest.mark.slow  # two processes compile the model (~1 min on 2 busy cores)
+@pytest.mark.compile
+def test_ddp_compiled_equals_one_eager_process(tmp_path):
+    """torchrun, 2 ranks x 2 accumulation steps (``no_sync`` on the compiled DDP wrapper, an
+    empty micro-batch run as a dummy): the weights and metrics of one eager process."""
+    ddp_dir, report_dir = tmp_path / "ddp", tmp_path / "report"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        str(DDP_SCRIPT), str(ddp_dir), str(report_dir), *DDP_OVERRIDES, "--train.grad_accum=2",
+        "--train.compile=true",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=torchrun_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    r0 = json.loads((report_dir / "rank0.json").read_text())["result"]
+    single = run(tmp_path / "single", *DDP_OVERRIDES)
+    a, b = final_weights(ddp_dir), final_weights(tmp_path / "single")
+    assert list(a) == list(b)  # no "_orig_mod." / "module." prefix
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5)
+    assert r0["test"] == pytest.approx(single.test, abs=1e-5)
