@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	# The CPU build of PyTorch; an unpinned `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,peers]'
 	touch $(STAMP)
 
 install: $(STAMP)
