@@ -1,0 +1,81 @@
+"""The request every backend computes (:class:`Problem`), the backend protocol (:class:`Backend`)
+and the registry of backends by name (:data:`BACKENDS`).
+
+Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..functional import Normalization, Score
+from ..masks import Dense, Mask
+from ..registry import Registry
+
+__all__ = ["Problem", "Backend", "BACKENDS"]
+
+
+@dataclass
+class Problem:
+    """One attention request, on already projected ``q, k, v`` of shape ``(b, h, n, d)``."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    score: Score
+    normalize: Normalization
+    mask: Mask | Tensor | None = None
+    bias: Tensor | None = None
+    dropout: float = 0.0  # effective probability: 0 unless training
+    need_weights: bool = False
+    q_offset: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        b, h, i, _ = self.q.shape
+        return b, h, i, self.k.shape[2]
+
+    @property
+    def needs_grad(self) -> bool:
+        return torch.is_grad_enabled() and any(
+            t.requires_grad for t in (self.q, self.k, self.v, self.bias) if t is not None
+        )
+
+    def dense_mask(self) -> Tensor | None:
+        if self.mask is None or isinstance(self.mask, Tensor):
+            return self.mask
+        b, h, i, j = self.shape
+        return self.mask.dense(b, h, i, j, q_offset=self.q_offset, device=self.q.device)
+
+    def mask_object(self) -> Mask | None:
+        """The mask as a :class:`~attnlab.masks.Mask` (a tensor wrapped as ``Dense``)."""
+        if self.mask is None or isinstance(self.mask, Mask):
+            return self.mask
+        return Dense(self.mask)
+
+
+class Backend:
+    """A way to compute a :class:`Problem` exactly.
+
+    :meth:`refuses` says why it can never compute a score with a normalisation (checked once,
+    when a layer is built; phrased to follow "backend NAME"); :meth:`unsupported` why it cannot
+    compute one request (it includes :meth:`refuses`). Both return None when it can.
+    """
+
+    name: str = "?"
+
+    def refuses(self, score: Score, normalize: Normalization) -> str | None:
+        return None
+
+    def unsupported(self, p: Problem) -> str | None:
+        reason = self.refuses(p.score, p.normalize)
+        return None if reason is None else f"it {reason}"
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        raise NotImplementedError
+
+
+BACKENDS: Registry = Registry("backend")

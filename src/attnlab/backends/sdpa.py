@@ -1,0 +1,61 @@
+"""The ``sdpa`` backend: ``F.scaled_dot_product_attention`` (a fused flash kernel on CPU), for
+dot-product scores with softmax.
+
+Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..functional import Normalization, Score
+from ..masks import Causal
+from .base import BACKENDS, Backend, Problem
+
+__all__ = ["SDPABackend"]
+
+
+def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
+    """Queries that may attend to no key get zeros (kernels differ: NaN, mean of values, ...)."""
+    if mask is None:
+        return out
+    return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+@BACKENDS.register("sdpa")
+class SDPABackend(Backend):
+    name = "sdpa"
+
+    def refuses(self, score: Score, normalize: Normalization) -> str | None:
+        if score.fused_scale(1) is None or normalize.name != "softmax":
+            return (
+                "computes dot-product scores with softmax only; got "
+                f"score={score.name!r}, normalize={normalize.name!r}"
+            )
+        return None
+
+    def unsupported(self, p: Problem) -> str | None:
+        reason = super().unsupported(p)
+        if reason is None and p.need_weights:
+            reason = "it does not return attention weights (need_weights=True)"
+        return reason
+
+    def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        _, _, i, j = p.shape
+        scale = p.score.fused_scale(p.q.shape[-1])
+        if isinstance(p.mask, Causal) and p.bias is None and p.q_offset == 0 and i == j:
+            # is_causal lets the flash kernel skip the upper triangle's blocks.
+            out = F.scaled_dot_product_attention(
+                p.q, p.k, p.v, dropout_p=p.dropout, is_causal=True, scale=scale
+            )
+            return out, None
+        mask = p.dense_mask()
+        attn_mask = mask
+        if p.bias is not None:
+            bias = p.bias.to(p.q.dtype)
+            attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        out = F.scaled_dot_product_attention(
+            p.q, p.k, p.v, attn_mask=attn_mask, dropout_p=p.dropout, scale=scale
+        )
+        return _zero_empty_rows(out, mask), None
