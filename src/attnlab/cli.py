@@ -100,7 +100,7 @@ def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
     """``attnlab train TASK --help``: every option of TASK, from its config dataclasses."""
     from .commands import normalize_overrides
     from .train import resolve_config
-    from .train.overrides import describe_options
+    from .train.describe import describe_options
 
     print(args.train_parser.format_help())
     if args.task is None:

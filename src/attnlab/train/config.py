@@ -22,7 +22,8 @@ from attnlab.tasks.registry import TASKS
 
 from .atomic import atomic_write_text
 from .compile import COMPILE_MODES
-from .overrides import apply_overrides, from_dict, merge, parse_override, to_dict
+from .merge import from_dict, merge, to_dict
+from .overrides import apply_overrides, parse_override
 
 __all__ = [
     "TrainConfig",
