@@ -1,6 +1,4 @@
-"""Streaming, pure-Python readers for the tagging and sentence-classification file formats.
-
-Formats:
+"""Readers of the tagging formats: CoNLL-U files and NLTK tagged corpora in a zip.
 
 - **CoNLL-U** (Universal Dependencies): one token per line, ten tab-separated columns, a blank
   line after each sentence, ``#`` comments. Multiword-token lines (ids like ``3-4``) and empty
@@ -13,16 +11,10 @@ Formats:
     Brown tags, suffixes ``-HL``, ``-TL``, ``-NC``, ``*`` and ``$`` included, are keys).
   - ``"columns"`` (CoNLL-2000): ``word POS chunk`` per line, a blank line between sentences.
 
-- **Sentence classification** (Kim 2014): ``label<space>tokenized sentence`` per line, the
-  label a non-negative integer.
-
-A sentence is immutable (tuples), because the corpora built from it are cached and shared.
 Malformed input raises ``ValueError`` naming the file (``zip:member`` for zip members) and the
 line number.
 """
 
-import logging
-import os
 import re
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,18 +22,22 @@ from collections.abc import Iterator, Mapping, Sequence
 import conllu
 from conllu.exceptions import ParseException
 
-logger = logging.getLogger(__name__)
+from .base import StrPath, TaggedSentence
 
-TaggedSentence = tuple[tuple[str, ...], tuple[str, ...]]
-"""``(tokens, tags)``, equally long."""
-
-LabeledSentence = tuple[tuple[str, ...], int]
-"""``(tokens, label)``."""
+__all__ = [
+    "CONLLU_TAG_COLUMNS",
+    "NLTK_LAYOUTS",
+    "iter_conllu",
+    "read_conllu",
+    "list_zip_fileids",
+    "read_nltk_tagged_zip",
+    "load_tagmap",
+    "parse_slash",
+    "parse_columns",
+]
 
 CONLLU_TAG_COLUMNS = ("form", "lemma", "upos", "xpos", "deprel")
 NLTK_LAYOUTS = ("slash", "columns")
-
-StrPath = str | os.PathLike[str]
 
 
 # -- CoNLL-U ----------------------------------------------------------------------------------
@@ -196,9 +192,9 @@ def read_nltk_tagged_zip(
             text = zf.read(member).decode("utf-8")
             where = f"{zip_path}:{member}"
             if layout == "slash":
-                out[fileid] = list(_parse_slash(text, where, tagmap))
+                out[fileid] = list(parse_slash(text, where, tagmap))
             else:
-                out[fileid] = list(_parse_columns(text, where, tagmap, column))
+                out[fileid] = list(parse_columns(text, where, tagmap, column))
     return out
 
 
@@ -213,9 +209,11 @@ def _map_tags(
         raise ValueError(f"{where}:{lineno}: tag {err.args[0]!r} is not in the tag map") from None
 
 
-def _parse_slash(
+def parse_slash(
     text: str, where: str, tagmap: Mapping[str, str] | None, *, upper: bool = True
 ) -> Iterator[TaggedSentence]:
+    """Sentences of ``word/tag`` text, one per line (the ``"slash"`` layout); ``where`` names
+    the text in errors, ``upper`` upper-cases the tags before ``tagmap`` maps them."""
     # Split on "\n" only: str.splitlines would also split on form feeds and other separators.
     for lineno, line in enumerate(text.split("\n"), 1):
         parts = [t.rpartition("/") for t in line.split()]
@@ -229,9 +227,11 @@ def _parse_slash(
         yield tuple(p[0] for p in parts), _map_tags(tags, tagmap, where, lineno)
 
 
-def _parse_columns(
+def parse_columns(
     text: str, where: str, tagmap: Mapping[str, str] | None, column: int
 ) -> Iterator[TaggedSentence]:
+    """Sentences of ``word ... tag ...`` columns text, a blank line between sentences (the
+    ``"columns"`` layout), tags from column ``column``; ``where`` names the text in errors."""
     tokens: list[str] = []
     tags: list[str] = []
     start = 0
@@ -279,158 +279,3 @@ def load_tagmap(zip_path: StrPath, member: str) -> dict[str, str]:
             raise ValueError(f"{where}:{lineno}: tag {fine!r} is mapped twice")
         mapping[fine] = coarse
     return mapping
-
-
-# -- sentence classification --------------------------------------------------------------------
-
-
-def iter_sentences(path: StrPath) -> Iterator[LabeledSentence]:
-    """Stream ``(tokens, label)`` pairs from a ``label<space>tokenized sentence`` file.
-
-    Blank lines are skipped. Lines are decoded as UTF-8; a line that is not valid UTF-8 is
-    decoded as Latin-1 and logged (``TREC.train.all`` line 66 holds one stray ``0xf0`` byte).
-
-    Args:
-        path: The file, e.g. ``stsa.binary.train``.
-
-    Raises:
-        ValueError: A line whose first field is not a non-negative integer, or with no tokens.
-    """
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                line = raw.decode("latin-1")
-                logger.warning("%s:%d: not valid UTF-8; decoded as Latin-1", path, lineno)
-            fields = line.split()
-            if not fields:
-                continue
-            label = fields[0]
-            if not (label.isascii() and label.isdigit()) or len(fields) < 2:
-                raise ValueError(
-                    f"{path}:{lineno}: expected 'label<space>tokenized sentence' with an "
-                    f"integer label, got {line.rstrip()!r}"
-                )
-            yield tuple(fields[1:]), int(label)
-
-
-def read_sentences(path: StrPath) -> list[LabeledSentence]:
-    """Read all ``(tokens, label)`` pairs of a sentence file; see :func:`iter_sentences`."""
-    return list(iter_sentences(path))
-
-
-# -- evaluation files of any format (``attnlab eval --data``) ------------------------------------
-
-TEXT_FILE_FORMATS = ("conllu", "slash", "columns", "sentences")
-"""What :func:`sniff_text_format` recognises: the tagging formats, then ``label sentence``."""
-
-_SNIFF_LINES = 50
-
-
-def _is_label(field: str) -> bool:
-    return field.isascii() and field.isdigit()
-
-
-def _is_slash_token(token: str) -> bool:
-    word, slash, tag = token.rpartition("/")
-    return bool(word and slash and tag)
-
-
-def sniff_text_format(path: StrPath) -> str | None:
-    """Which format a tagging or sentence-classification file is in, from its first lines.
-
-    Looks at the first 50 lines that are neither blank nor ``#`` comments:
-
-    - ``"conllu"``: the name ends in ``.conllu``, or every line has 10 tab-separated columns;
-    - ``"sentences"``: every line is an integer label followed by at least one token;
-    - ``"slash"``: every token of every line is ``word/TAG``;
-    - ``"columns"``: every line has the same number (at least 2) of whitespace-separated
-      columns, the word first and its tag second (``word TAG``, CoNLL-2000's ``word POS chunk``).
-
-    Returns:
-        One of :data:`TEXT_FILE_FORMATS`, or ``None`` if no format fits.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: the file holds no line with text, or is binary (it names the file).
-    """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {path}")
-    with open(path, "rb") as fh:
-        if b"\0" in fh.read(8192):  # text never holds NUL bytes: don't echo binary as a "line"
-            raise ValueError(f"{path}: a binary file, not a text file of sentences")
-    lines: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.strip() and not line.startswith("#"):
-                lines.append(line.rstrip("\n"))
-                if len(lines) == _SNIFF_LINES:
-                    break
-    if not lines:
-        raise ValueError(f"{path}: empty file (no sentences)")
-    if path.endswith(".conllu") or all(line.count("\t") == 9 for line in lines):
-        return "conllu"
-    rows = [line.split() for line in lines]
-    if all(len(r) >= 2 and _is_label(r[0]) for r in rows):
-        return "sentences"
-    if all(all(_is_slash_token(t) for t in r) for r in rows):
-        return "slash"
-    if len({len(r) for r in rows}) == 1 and len(rows[0]) >= 2:
-        return "columns"
-    return None
-
-
-def read_tagging_file(path: StrPath) -> list[TaggedSentence]:
-    """Read ``(tokens, tags)`` sentences from a CoNLL-U (UPOS), ``word/TAG`` (one sentence per
-    line) or ``word TAG ...`` columns file (blank line between sentences); the format is
-    :func:`sniff_text_format`'s. Tags are kept as written.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: an empty file; a file in none of these formats, or a sentence-classification
-            file (the message names the file and says what it found); a malformed line.
-    """
-    fmt = sniff_text_format(path)
-    expected = "CoNLL-U, word/TAG tokens, or 'word TAG' columns"
-    if fmt == "sentences":
-        raise ValueError(
-            f"{path} is not a tagging file: it holds 'label sentence' lines (a "
-            f"sentence-classification file); expected {expected}"
-        )
-    if fmt is None:
-        raise ValueError(f"{path} is not a tagging file: expected {expected}")
-    if fmt == "conllu":
-        sentences = read_conllu(path)
-    else:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        where = os.fspath(path)
-        if fmt == "slash":
-            sentences = list(_parse_slash(text, where, None, upper=False))
-        else:
-            sentences = list(_parse_columns(text, where, None, 1))
-    if not sentences:
-        raise ValueError(f"{path}: no sentences")
-    return sentences
-
-
-def read_classification_file(path: StrPath) -> list[LabeledSentence]:
-    """Read ``(tokens, label)`` pairs from a ``label<space>tokenized sentence`` file, refusing
-    a tagging file with a message that says so (:func:`sniff_text_format`).
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: an empty file; a tagging file; a line without an integer label.
-    """
-    fmt = sniff_text_format(path)
-    if fmt in ("conllu", "slash", "columns"):
-        raise ValueError(
-            f"{path} is not a sentence-classification file: it looks like a tagging file "
-            f"({fmt}); expected 'label<space>tokenized sentence' per line"
-        )
-    try:
-        return read_sentences(path)
-    except ValueError as err:
-        raise ValueError(f"{path} is not a sentence-classification file: {err}") from err
