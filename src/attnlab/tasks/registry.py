@@ -21,10 +21,10 @@ __all__ = ["BUILTIN_TASKS", "TASKS", "TaskRegistry", "register_task"]
 
 #: the lab's tasks, imported on first use
 BUILTIN_TASKS: Mapping[str, str] = {
-    "pos": "attnlab.tasks.text:PosTask",
-    "sst2": "attnlab.tasks.text:SST2Task",
-    "sst5": "attnlab.tasks.text:SST5Task",
-    "trec": "attnlab.tasks.text:TRECTask",
+    "pos": "attnlab.tasks.text.tagging:PosTask",
+    "sst2": "attnlab.tasks.text.sentences:SST2Task",
+    "sst5": "attnlab.tasks.text.sentences:SST5Task",
+    "trec": "attnlab.tasks.text.sentences:TRECTask",
 }
 
 

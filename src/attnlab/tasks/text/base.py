@@ -1,0 +1,106 @@
+"""What the text tasks share: word and character vocabularies, encoding, the model family of
+:mod:`attnlab.models`, and reading their options and local files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from torch import Tensor, nn
+
+from attnlab.models import (
+    CharVocabulary,
+    ModelConfig,
+    Vocabulary,
+    build_model,
+    encode_batch,
+)
+
+from ..base import Task
+
+__all__ = ["TextTask", "options_as", "read_split_files"]
+
+OptionsT = TypeVar("OptionsT")
+
+
+def options_as(cls: type[OptionsT], options: Any) -> OptionsT:
+    """``options`` as the dataclass ``cls`` (a free-form mapping is checked field by field)."""
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, Mapping):
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown task option(s) {unknown}; valid names: {', '.join(valid)}")
+        return cls(**options)
+    raise TypeError(f"expected {cls.__name__} task options, got {type(options).__name__}")
+
+
+def read_split_files(
+    train_file: str, dev_file: str, test_file: str, read: Callable[[str], list]
+) -> dict[str, list]:
+    """The splits of local files: a split without a file is empty."""
+    files = {"train": train_file, "dev": dev_file, "test": test_file}
+    return {split: list(read(path)) if path else [] for split, path in files.items()}
+
+
+class TextTask(Task):
+    """Vocabularies and batching shared by the text tasks."""
+
+    output = "token"  # the head: one label per token ("token") or per sentence ("sequence")
+
+    def __init__(self) -> None:
+        self.vocab: Vocabulary | None = None
+        self.chars: CharVocabulary | None = None
+        self.labels: list[str] = []
+        self.model_cfg: ModelConfig = ModelConfig()
+        self._splits: dict[str, list] = {}
+
+    @classmethod
+    def default_model_config(cls) -> ModelConfig:
+        return ModelConfig()
+
+    def _build_vocab(
+        self, train: Sequence[Sequence[str]], min_count: int, lowercase: bool = False
+    ) -> None:
+        if self.vocab is None:
+            self.vocab = Vocabulary.build(train, min_count=min_count, lowercase=lowercase)
+            self.chars = CharVocabulary.build(train)
+
+    def encode(self, sentences: Sequence[Sequence[str]]) -> dict[str, Tensor]:
+        """Token lists -> model inputs (no labels), as the model configuration of
+        :meth:`build_model` reads them (characters and word shapes only if it uses them)."""
+        if self.vocab is None:
+            raise RuntimeError(f"{type(self).__name__}: call setup() or load_state_dict() first")
+        cfg = self.model_cfg.input
+        uses_chars = cfg.kind == "embedding" and cfg.char_features
+        return encode_batch(
+            sentences, self.vocab, char_vocab=self.chars if uses_chars else None,
+            shapes=cfg.shape_dim > 0,
+        )  # fmt: skip
+
+    def encode_inputs(self, inputs: Sequence[Sequence[str]]) -> dict[str, Tensor]:
+        return self.encode(inputs)
+
+    def build_model(self, model_config: ModelConfig) -> nn.Module:
+        """A :class:`~attnlab.models.SequenceModel` for ``model_config``; :meth:`encode` (and
+        so :meth:`collate`) encodes inputs for it from now on."""
+        self.model_cfg = model_config
+        return build_model(
+            model_config, vocab_size=len(self.vocab), char_vocab_size=len(self.chars),
+            num_labels=len(self.labels), output=self.output,
+        )  # fmt: skip
+
+    def splits(self) -> dict[str, list]:
+        return self._splits
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"vocab": self.vocab.state_dict(), "chars": self.chars.state_dict(),
+                "labels": list(self.labels)}  # fmt: skip
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.vocab = Vocabulary.from_state_dict(state["vocab"])
+        self.chars = CharVocabulary.from_state_dict(state["chars"])
+        self.labels = list(state["labels"])
