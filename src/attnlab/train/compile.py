@@ -21,9 +21,14 @@ characters, word shapes) and -100 for ``labels`` (:func:`torch.nn.functional.cro
 ``ignore_index``); ``lengths`` (1-D) is untouched, so masks built from it keep the extra
 positions out of every attention row, pooling and loss. Float tensors are left alone (a task
 with float sequence features, which padding cannot pad safely, sets ``pad_multiple=1``).
-With dropout the padded batch draws more random numbers (the masks differ, not their law), and
-compiled dropout draws from its own generator: compiled runs are reproducible (and resume
-exactly), but equal eager runs only without dropout.
+With dropout the padded batch draws more random numbers (the masks differ, not their law).
+
+Random numbers on CPU: Inductor's in-kernel generator (a Philox draw per element, in scalar
+code) costs about three times ATen's vectorised ``bernoulli_`` there, so on CPU the compiled
+model keeps ATen's dropout (Inductor's ``fallback_random``). Its draws then come from the same
+generator, in the same order, as eager dropout: a compiled CPU run equals the eager run with
+dropout too (to float rounding), and resumes exactly. On CUDA, Inductor's fused Philox is the
+fast path and is kept: compiled runs are reproducible there, but draw other masks than eager.
 
 DDP: the *wrapped* module is compiled (``torch.compile(DistributedDataParallel(model))``, as
 PyTorch recommends), so Dynamo's DDP optimizer splits the graph at the gradient buckets and the
@@ -61,12 +66,16 @@ DEFAULT_PAD_MULTIPLE = 8
 LABEL_PAD = -100
 
 
-def compile_model(model: nn.Module, *, mode: str = "default") -> nn.Module:
-    """``torch.compile(model, mode=mode, dynamic=True)`` (see the module docstring).
+def compile_model(
+    model: nn.Module, *, mode: str = "default", device: torch.device | str | None = None
+) -> nn.Module:
+    """``torch.compile(model, mode=mode, dynamic=True)``, with ATen's dropout on CPU (see the
+    module docstring).
 
     Args:
         model: the module to call, a ``DistributedDataParallel`` wrapper under DDP.
         mode: one of :data:`COMPILE_MODES`.
+        device: where the model runs (default: the device of its first parameter, else CPU).
 
     Returns:
         The compiled wrapper; it shares ``model``'s parameters (train it, save ``model``).
@@ -75,7 +84,12 @@ def compile_model(model: nn.Module, *, mode: str = "default") -> nn.Module:
         raise ValueError(
             f"train.compile_mode must be one of {', '.join(COMPILE_MODES)}; got {mode!r}"
         )
-    return torch.compile(model, mode=mode, dynamic=True)
+    if device is None:
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    # torch.compile takes a mode or Inductor options, not both: the mode's options plus ours.
+    options = dict(torch._inductor.list_mode_options(mode, dynamic=True))
+    options["fallback_random"] = torch.device(device).type == "cpu"
+    return torch.compile(model, dynamic=True, options=options)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -166,9 +166,10 @@ class Trainer:
         if tc.compile:
             # The DDP wrapper is compiled, not wrapped around a compiled module (PyTorch's
             # recommended order: Dynamo then splits the graph at DDP's gradient buckets).
-            self.train_model = compile_model(self.train_model, mode=tc.compile_mode)
+            mode = tc.compile_mode
+            self.train_model = compile_model(self.train_model, mode=mode, device=self.device)
             self.eval_model = (
-                compile_model(self.model, mode=tc.compile_mode)
+                compile_model(self.model, mode=mode, device=self.device)
                 if self.env.distributed
                 else self.train_model
             )
