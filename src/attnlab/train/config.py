@@ -66,8 +66,8 @@ class TrainConfig:
         grad_clip: max global gradient norm (0: no clipping).
         bf16: autocast the forward pass to bfloat16 (CPU or CUDA).
         compile: ``torch.compile`` the model for training and evaluation, with dynamic shapes
-            and padded batches so that it compiles in its first steps only
-            (:mod:`attnlab.train.compile`); checkpoints keep the plain model's keys.
+            and padded batches so that it compiles in its first steps only (how: module
+            ``attnlab.train.compile``); checkpoints keep the plain model's keys.
         compile_mode: ``torch.compile``'s mode: ``"default"``, ``"reduce-overhead"`` (CUDA
             graphs), ``"max-autotune"`` or ``"max-autotune-no-cudagraphs"``.
         pad_multiple: pad every padded dimension of a batch (sequence length, characters per
