@@ -238,18 +238,20 @@ class PerformerKernel(AttentionKernel):
     ) -> Tensor:
         if self.redraw and self.training:
             self.redraw_features()
-        scale = 1.0 / math.sqrt(self.features)
         lq = self._log_features(q)  # (b, h, i, m)
         lk = self._log_features(k)  # (b, h, j, m)
-        # A constant per query row cancels between numerator and denominator.
-        phi_q = torch.exp(lq - lq.amax(-1, keepdim=True).detach()) * scale
+        # Any positive constant per query row cancels between numerator and denominator, so
+        # phi(q) / sum_f phi(q)_f, a softmax over the features, is as good as phi(q) and is one
+        # fused kernel (max, exp and sum) instead of three passes; the paper's 1 / sqrt(m),
+        # shared by queries and keys, cancels the same way and is left out.
+        phi_q = torch.softmax(lq, dim=-1)
         if parts.key_valid is not None:
             lk = lk.masked_fill(~parts.key_valid.transpose(-2, -1), -math.inf)  # (b, 1, j, 1)
         if parts.causal:
             out = causal_favor(phi_q, lk, v, q_offset=q_offset, block=self.block)
             return out.to(v.dtype)
         # Non-causal: one constant per (b, h), the max over real keys (padded keys: exp = 0).
-        phi_k = torch.exp(lk - safe_max(lk, (-2, -1))) * scale
+        phi_k = torch.exp(lk - safe_max(lk, (-2, -1)))
         return linear_attention(phi_q, phi_k, v, causal=False).to(v.dtype)
 
     def extra_repr(self) -> str:
