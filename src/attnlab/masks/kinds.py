@@ -63,9 +63,16 @@ class Padding(Mask):
                 "padding: lengths must be a 1-D integer tensor of shape (batch,), got "
                 f"dtype {lengths.dtype} and shape {tuple(lengths.shape)}"
             )
+        self.lengths = lengths
+        # While torch.compile traces, every read of the lengths' values (a branch on them,
+        # int()) breaks the graph, and a mask is built in each forward: skip the value checks
+        # and the precomputed extremes there (None = unknown). Eager runs still do both.
+        self.max_length: int | None = None
+        self.min_length: int | None = None
+        if torch.compiler.is_compiling():
+            return
         if (lengths < 0).any():
             raise ValueError(f"padding: lengths must be >= 0, got {lengths.tolist()}")
-        self.lengths = lengths
         # Read once here: check() and live_keys() run on every call, and reading a GPU tensor
         # syncs.
         self.max_length = int(lengths.max()) if lengths.numel() else 0
@@ -76,7 +83,7 @@ class Padding(Mask):
             raise ValueError(
                 f"padding: lengths has {self.lengths.numel()} entries but the batch has {batch}"
             )
-        if self.max_length > kv_len:
+        if self.max_length is not None and self.max_length > kv_len:
             raise ValueError(
                 f"padding: a length ({self.max_length}) exceeds the key length {kv_len}"
             )
@@ -85,8 +92,9 @@ class Padding(Mask):
         return kv_idx < self.lengths.to(kv_idx.device)[b]
 
     def live_keys(self, batch: int, kv_len: int) -> Tensor | None:
-        if self.min_length >= kv_len:
+        if self.min_length is not None and self.min_length >= kv_len:
             return None  # no sequence is padded: nothing to zero
+        # Unknown extremes (compiling): the live keys, all True if nothing is padded, are exact.
         lengths = self.lengths.view(-1, 1, 1, 1)  # (b, 1, 1, 1)
         return torch.arange(kv_len, device=lengths.device) < lengths  # (b, 1, 1, j)
 
