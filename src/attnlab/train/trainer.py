@@ -14,8 +14,9 @@ The update therefore equals the gradient of ``(1/U) * sum of per-unit losses`` o
 global batch, whatever the number of ranks, accumulation steps or padding.
 
 Then gradient clipping, AdamW (:mod:`~attnlab.train.optim`), the LR schedule
-(:mod:`~attnlab.train.schedule`). Dev evaluation every ``eval_every`` steps or each epoch,
-early stopping with ``patience``, ``best.pt`` for the best dev score, ``last.pt`` to resume
+(:mod:`~attnlab.train.schedule`); the step's pieces are in :mod:`~attnlab.train.step`. Dev
+evaluation (:mod:`~attnlab.train.evaluation`) every ``eval_every`` steps or each epoch, early
+stopping with ``patience``, ``best.pt`` for the best dev score, ``last.pt`` to resume
 bit-exactly (:mod:`~attnlab.train.checkpoint`, :mod:`~attnlab.train.resume`), and a final
 test evaluation of the best model.
 
@@ -37,12 +38,9 @@ the plain module, which checkpoints save.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import math
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -63,6 +61,7 @@ from .distributed import (
 )
 from .divergence import check_step, gradient_norm, kept_checkpoints
 from .errors import TrainingInterrupted
+from .evaluation import dev_row, evaluate_split, judge_score, log_evaluation
 from .feed import Feed, Micro
 from .interrupt import StopOnSignal
 from .metrics_log import write_metrics_csv, write_metrics_json
@@ -73,6 +72,7 @@ from .rng import seed_everything
 from .rundir import RunDirectory, open_run_dir
 from .schedule import build_scheduler
 from .state import TrainState
+from .step import apply_update, backward_micros, record_step, scale_gradients
 
 __all__ = ["Trainer", "TrainResult"]
 
@@ -291,37 +291,17 @@ class Trainer:
         """One optimizer step over this rank's micro-batches (see the module docstring)."""
         tc, s = self.cfg.train, self.state
         t0 = time.perf_counter()
-        self.train_model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_local = torch.zeros((), dtype=torch.float64)
-        units_local = 0.0
-        for m, (batch, is_dummy) in enumerate(micros):
-            batch = self.feed.to_device(batch)
-            last = m == len(micros) - 1
-            sync = contextlib.nullcontext()
-            if self.env.distributed and not last:
-                sync = self.train_model.no_sync()  # all-reduce gradients once per step
-            with sync:
-                with self.feed.autocast():
-                    loss_sum, units = self.task.loss(self.train_model, batch)
-                loss_sum = loss_sum.float()
-                if is_dummy:
-                    loss_sum, units = loss_sum * 0.0, 0
-                loss_sum.backward()
-            loss_local += loss_sum.detach().double().cpu()
-            units_local += float(units)
+        loss, units = backward_micros(
+            self.task, self.train_model, self.optimizer, micros, self.feed, self.env
+        )
         # One all-reduce carries the loss, its units and whether a signal asked to stop, so that
         # every rank stops after the same step.
-        stats = torch.tensor(
-            [loss_local.item(), units_local, float(self._stop.requested)], dtype=torch.float64
-        )
+        stats = torch.tensor([loss, units, float(self._stop.requested)], dtype=torch.float64)
         loss_total, units_total, stop = all_reduce_sum(stats.to(self.device), self.env).tolist()
         self._stopping = stop > 0
         if units_total <= 0:
             raise RuntimeError(f"{self.task.name}.loss counted 0 units in a whole global batch")
-        # DDP averaged the summed-loss gradients over ranks: undo the 1/world, divide by U.
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        torch._foreach_mul_(grads, self.env.world_size / units_total)
+        scale_gradients(self.model, world_size=self.env.world_size, units=units_total)
         norm = gradient_norm(self.model.parameters(), tc.grad_clip)
         finite = check_step(
             loss_total, norm, state=s, max_bad_steps=tc.max_bad_steps, log=self.env.is_main,
@@ -329,25 +309,12 @@ class Trainer:
             advice=f"Lower train.lr (now {tc.lr:g})",
             kept=kept_checkpoints(self.out_dir, {BEST: s.best_step, LAST: self._last_saved}),
         )  # fmt: skip
-        if finite:
-            self.optimizer.step()
-            self.scheduler.step()
-        else:  # no update; the schedule follows the step count all the same
-            self.optimizer.zero_grad(set_to_none=True)
-            with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()"
-                warnings.simplefilter("ignore", UserWarning)
-                self.scheduler.step()
+        apply_update(self.optimizer, self.scheduler, finite=finite)
 
         dt = time.perf_counter() - t0
-        s.step += 1
-        s.batch_in_epoch += 1
-        s.interval_time_s += dt
-        s.train_time_s += dt
+        record_step(s, seconds=dt, loss_sum=loss_total, units=units_total, finite=finite)
         self._log_time += dt
         if finite:
-            s.interval_loss += loss_total
-            s.interval_units += units_total
-            s.units_seen += units_total
             self._log_loss += loss_total
             self._log_units += units_total
         bar.update(1)
@@ -378,53 +345,25 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
 
     def _evaluate_local(self, split: str) -> dict[str, float]:
-        examples = self.splits.get(split) or []
-        if not examples:
-            return {}
         tc = self.cfg.train
-        loader = self.feed.loader(examples, batch_size=tc.eval_batch_size or tc.batch_size)
-        model = self.eval_model
-        model.eval()
-        try:
-            with torch.no_grad(), self.feed.autocast():
-                metrics = self.task.evaluate(model, (self.feed.to_device(b) for b in loader))
-        finally:
-            model.train()
-        return {k: float(v) for k, v in metrics.items()}
+        return evaluate_split(
+            self.task, self.eval_model, self.feed, self.splits.get(split) or [],
+            batch_size=tc.eval_batch_size or tc.batch_size,
+        )  # fmt: skip
 
     def _evaluate_and_track(self) -> None:
         """Evaluate on dev, append a history row, update best/patience, write ``best.pt``."""
-        tc, s, task = self.cfg.train, self.state, self.task
+        tc, s = self.cfg.train, self.state
         metrics = self.evaluate("dev")
-        row = {
-            "step": s.step,
-            "epoch": round(self._epoch_progress(), 4),
-            "train_loss": s.interval_loss / s.interval_units if s.interval_units else math.nan,
-            **{f"dev_{k}": v for k, v in metrics.items()},
-            "lr": self.optimizer.param_groups[0]["lr"],
-            "units_per_s": s.interval_units / s.interval_time_s if s.interval_time_s else 0.0,
-            "elapsed_s": self._elapsed(),
-        }
-        # Without a dev split the latest model counts as the best one; a non-finite score
-        # never does, whatever the task's is_better says.
-        score = task.score(metrics) if metrics else None
-        if score is not None and not math.isfinite(score):
-            improved = False
-            if self.env.is_main:
-                logger.warning("dev %s is %s: not a candidate for best.pt", task.metric_name, score)
-        else:
-            improved = score is None or task.is_better(score, s.best_score)
+        row = dev_row(
+            s, metrics, epoch=self._epoch_progress(), lr=self.optimizer.param_groups[0]["lr"],
+            elapsed_s=self._elapsed(),
+        )  # fmt: skip
+        score, improved = judge_score(self.task, metrics, s.best_score, log=self.env.is_main)
         s.record_evaluation(row, metrics, score, improved=improved, patience=tc.patience)
         if self.env.is_main:
             write_metrics_csv(self.out_dir / "metrics.csv", s.history)
-            logger.info(
-                "eval step %d epoch %.2f: train_loss %.4f %s%s",
-                s.step, row["epoch"], row["train_loss"],
-                " ".join(f"dev_{k} {v:.4f}" for k, v in metrics.items()),
-                " (best)" if improved else f" (no improvement {s.bad_evals}/{tc.patience or '-'})",
-            )  # fmt: skip
-            if s.stopped_early:
-                logger.info("early stopping: best %s at step %d", task.metric_name, s.best_step)
+            log_evaluation(self.task, s, row, metrics, improved=improved, patience=tc.patience)
         if improved:
             self._save(BEST)
 
