@@ -18,9 +18,9 @@ Quick start::
     out = model(batch, need_weights=True)  # ModelOutput(logits, weights, head_weights)
 """
 
-import warnings as _warnings
 from typing import Any as _Any
 
+from . import baselines as _baselines
 from .baselines import CNNEncoder, FCEncoder, RNNEncoder
 from .batch import WORD_SHAPES, encode_batch, word_shape
 from .chars import CharCNN
@@ -100,12 +100,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> _Any:
-    # FCEncoder's old name; "window" now means local attention's radius only.
+    # FCEncoder's old name; baselines owns the alias and its deprecation warning.
     if name == "WindowEncoder":
-        _warnings.warn(
-            "WindowEncoder is deprecated; use FCEncoder (encoder kind 'fc')",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return FCEncoder
+        return _baselines.__getattr__(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
