@@ -7,7 +7,14 @@ export ATTNLAB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data)
 
 .PHONY: install demo test test-all bench lint clean
 
+# Debian packages some tasks need (speech synthesis for `phones`; Fashion-MNIST for `fashion`).
+# Installed when apt-get can run as root; otherwise those tasks say how to install them.
+DEBS := festival festvox-kallpc16k dataset-fashion-mnist
+
 $(STAMP): pyproject.toml
+	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s $(DEBS) >/dev/null 2>&1; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(DEBS) >/dev/null || \
+		echo "apt-get could not install $(DEBS); the tasks that need them will say so"; fi
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	# The CPU build of PyTorch; an unpinned `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q --upgrade pip
