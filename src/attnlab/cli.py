@@ -120,7 +120,7 @@ def _eval(args: argparse.Namespace) -> int:
     return eval_command(args.checkpoint, data=args.data, split=args.split, device=args.device)
 
 
-def _predict(args: argparse.Namespace) -> int:
+def _predict(args: argparse.Namespace, rest: list[str]) -> int:
     from .commands import predict_command
 
     texts = list(args.texts)
@@ -128,14 +128,19 @@ def _predict(args: argparse.Namespace) -> int:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
         if not texts:
             raise ValueError("no inputs on stdin ('-'): expected one input per line, got none")
-    return predict_command(args.checkpoint, texts, as_json=args.json)
+    return predict_command(args.checkpoint, texts, as_json=args.json, rest=rest)
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace, rest: list[str]) -> int:
     from .commands import show_command
 
     return show_command(
-        args.checkpoint, " ".join(args.text), out=args.out, layer=args.layer, head=args.head
+        args.checkpoint,
+        " ".join(args.text),
+        out=args.out,
+        layer=args.layer,
+        head=args.head,
+        rest=rest,
     )
 
 
@@ -187,17 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = add(sub, "predict", help="tag or classify texts ('-' reads stdin)")
     pr.add_argument("checkpoint")
-    pr.add_argument("texts", nargs="+", help="inputs as the task reads them (text: a sentence)")
+    pr.add_argument("texts", nargs="*", help="inputs as the task reads them (text: a sentence); "
+                    "tasks add their own flags, e.g. --node 12 (graphs), --beam 5 (seq2seq)")  # fmt: skip
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
-    pr.set_defaults(func=_predict)
+    pr.set_defaults(func=_predict, takes_rest=True)
 
     s = add(sub, "show", help="attention heatmaps of a text, every layer and head")
     s.add_argument("checkpoint")
-    s.add_argument("text", nargs="+", help="one input as the task reads it (text: a sentence)")
+    s.add_argument("text", nargs="*", help="one input as the task reads it (text: a sentence); "
+                   "tasks add their own flags, e.g. --node 12")  # fmt: skip
     s.add_argument("--out", required=True, help="PNG file to write")
     s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
     s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
-    s.set_defaults(func=_show)
+    s.set_defaults(func=_show, takes_rest=True)
 
     da = add(sub, "data", help="datasets: list, fetch")
     da_sub = da.add_subparsers(dest="action", required=True)

@@ -9,6 +9,7 @@ both the tasks and the trainer: :mod:`attnlab.cli` imports this module, this mod
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -152,39 +153,91 @@ def _autocast(cfg: RunConfig, device: torch.device) -> contextlib.AbstractContex
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
 
 
-def predict_command(checkpoint: str, texts: Sequence[str], *, as_json: bool) -> int:
-    """``attnlab predict CKPT INPUT ... [--json]``: one line per input, as the task renders
-    its prediction (:meth:`Task.format_text` or :meth:`Task.format_json`), computed in the
-    run's precision (bfloat16 autocast if it trained with it, as ``eval`` does)."""
-    if not texts:
+class _TaskFlags(argparse.ArgumentParser):
+    """The parser of a task's own ``predict`` / ``show`` flags: errors raise, naming the task."""
+
+    def error(self, message: str) -> Any:  # argparse would print usage and exit
+        raise ValueError(f"{self.prog}: {message}")
+
+
+def task_flags(
+    task: Task, command: str, texts: Sequence[str], rest: Sequence[str] = ()
+) -> tuple[list[str], dict[str, Any]]:
+    """Split a command line's inputs from the task's own flags (:meth:`Task.add_arguments`).
+
+    ``texts`` are the positional inputs the CLI saw (inputs for sure, even ``-1,2`` after a
+    ``--``) and ``rest`` what it did not recognise: the task's flags, and any inputs that
+    followed the first flag (parsed intermixed), so ``--beam 5 hello`` and ``hello --beam 5``
+    mean the same. The inputs keep their command-line order.
+
+    Returns:
+        ``(inputs, options)``: the positional inputs in order, and the task's flags by ``dest``.
+
+    Raises:
+        ValueError: a flag the task does not declare, or a bad value for one.
+    """
+    parser = _TaskFlags(prog=f"attnlab {command} (task {task.name or type(task).__name__})",
+                        add_help=False, allow_abbrev=False)  # fmt: skip
+    parser.add_argument("inputs", nargs="*")
+    task.add_arguments(parser, command)
+    options = vars(parser.parse_intermixed_args(list(rest)))
+    return [*texts, *options.pop("inputs")], options
+
+
+def predict_command(
+    checkpoint: str, texts: Sequence[str], *, as_json: bool, rest: Sequence[str] = ()
+) -> int:
+    """``attnlab predict CKPT INPUT ... [--json] [TASK FLAGS]``: one line per input, as the task
+    renders its prediction (:meth:`Task.format_text` or :meth:`Task.format_json`), computed in
+    the run's precision (bfloat16 autocast if it trained with it, as ``eval`` does).
+
+    ``rest``: the task's own flags (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to
+    :meth:`Task.command_inputs` and :meth:`Task.predict`."""
+    if not texts and not rest:
         raise ValueError("no inputs given: pass inputs as arguments, or '-' and one per line")
     task, model, cfg = load_for_inference(checkpoint)
-    inputs = [task.parse_input(text) for text in texts]
+    texts, options = task_flags(task, "predict", texts, rest)
+    inputs = task.command_inputs(texts, options)
     with _autocast(cfg, torch.device("cpu")):
-        records = task.predict(model, inputs)
+        records = task.predict(model, inputs, **options)
     for record in records:
         print(task.format_json(record) if as_json else task.format_text(record))
     return 0
 
 
 def show_command(
-    checkpoint: str, text: str, *, out: str, layer: int | None = None, head: int | None = None
+    checkpoint: str,
+    text: str,
+    *,
+    out: str,
+    layer: int | None = None,
+    head: int | None = None,
+    rest: Sequence[str] = (),
 ) -> int:
-    """``attnlab show CKPT INPUT --out FILE.png [--layer L] [--head H]``: the task's picture
-    of the model's attention on one input (:meth:`Task.draw`); prints the path written.
+    """``attnlab show CKPT INPUT --out FILE.png [--layer L] [--head H] [TASK FLAGS]``: the
+    task's picture of the model's attention on one input (:meth:`Task.draw`); prints the path
+    written.
 
     With ``layer`` and/or ``head`` (1-based, as the panels are titled), only that layer's
     and/or head's heatmaps of :meth:`Task.attention_map` are drawn
-    (:func:`attnlab.viz.plot_attention`), larger.
+    (:func:`attnlab.viz.plot_attention`), larger. ``rest``: the task's own flags
+    (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to :meth:`Task.command_inputs`
+    and :meth:`Task.draw`; the input's words (if any) are joined into one text.
     """
     from attnlab.viz import plot_attention
 
     task, model, cfg = load_for_inference(checkpoint)
-    x = task.parse_input(text)
-    title = f"{cfg.task}: {text}"
+    words, options = task_flags(task, "show", text.split(), rest)
+    text = " ".join(words)
+    inputs = task.command_inputs([text] if text else [], options)
+    if len(inputs) != 1:
+        raise ValueError(f"show draws one input at a time; got {len(inputs)}")
+    x = inputs[0]
+    shown = text or " ".join(f"{k}={v}" for k, v in options.items() if v not in (None, False))
+    title = f"{cfg.task}: {shown}"
     with _autocast(cfg, torch.device("cpu")):
         if layer is None and head is None:
-            path = task.draw(model, x, out, title=title)
+            path = task.draw(model, x, out, title=title, **options)
         else:
             attn = task.attention_map(model, x)
             path = plot_attention(attn.weights, attn.keys, out, title=title,

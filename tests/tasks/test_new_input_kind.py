@@ -134,8 +134,15 @@ class NumbersTask(Task):
             examples.append(([float(v) for v in values.split(";")], LABELS.index(label)))
         return examples
 
+    def add_arguments(self, parser, command: str) -> None:
+        if command == "predict":  # a flag of the task's own: scale every input first
+            parser.add_argument("--scale", type=float, default=1.0)
+
     @torch.no_grad()
-    def predict(self, model: nn.Module, inputs: Sequence[list[float]]) -> list[dict[str, Any]]:
+    def predict(
+        self, model: nn.Module, inputs: Sequence[list[float]], *, scale: float = 1.0
+    ) -> list[dict[str, Any]]:
+        inputs = [[v * scale for v in x] for x in inputs]
         probs = model(self.encode_inputs(inputs)).softmax(-1)
         return [{"values": x, "label": LABELS[int(p.argmax())], "p": round(float(p.max()), 3)}
                 for x, p in zip(inputs, probs)]  # fmt: skip
@@ -169,6 +176,25 @@ def test_predict_parses_and_renders_through_the_task(run, capsys):
     assert main(["predict", str(run), "--json", "0.5,0.25"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["values"] == [0.5, 0.25] and record["label"] in LABELS and 0.5 <= record["p"] <= 1
+
+
+def test_predict_takes_the_task_s_own_flags_before_or_after_the_inputs(run, capsys):
+    assert main(["predict", str(run), "0.5,0.25", "--scale", "-4"]) == 0
+    assert capsys.readouterr().out.startswith("sum -3.00")
+    assert main(["predict", str(run), "--scale", "2", "0.5,0.25", "1,1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["sum +1.50", "sum +4.00"]
+
+
+def test_a_flag_the_task_does_not_declare_is_an_error_naming_it(run, capsys):
+    assert main(["predict", str(run), "0.5", "--beam", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "task numbers" in err and "--beam" in err
+    assert main(["predict", str(run), "0.5", "--scale", "big"]) == 2
+    assert "--scale" in capsys.readouterr().err
+    # --scale is a predict flag only
+    assert main(["show", str(run), "0.5,1", "--scale", "2", "--out", "x.png"]) == 2
+    assert "--scale" in capsys.readouterr().err
 
 
 def test_predict_refuses_an_input_the_task_cannot_parse(run, capsys):

@@ -20,6 +20,7 @@ Life cycle, as the trainer drives it::
 and as the commands drive it, on a task and model rebuilt from a checkpoint::
 
     x = task.parse_input("I saw a saw .")           # predict / show: one user input
+    # (a task's own flags, e.g. ``--node 12``: add_arguments + command_inputs)
     records = task.predict(model, [x])              # one JSON-friendly dict per input
     print(task.format_text(records[0]))             # or task.format_json(...) with --json
     task.draw(model, x, "saw.png", title=...)       # show: attention_map(...) as a picture
@@ -37,6 +38,7 @@ big-batch gradient), whatever the padding or the split.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from abc import ABC, abstractmethod
@@ -186,6 +188,40 @@ class Task(ABC):
         return score > best if self.higher_is_better else score < best
 
     # ---------------------------------------------------------------- commands: inputs
+    def add_arguments(self, parser: argparse.ArgumentParser, command: str) -> None:
+        """Declare this task's own flags of ``predict`` and ``show`` (``--node 12``,
+        ``--beam 5``, ``--stream``, ``--index 17``, ...). Default: none.
+
+        The commands parse what follows the checkpoint with ``parser`` (built after the
+        checkpoint names the task), then pass the flags, by their ``dest`` names, to
+        :meth:`command_inputs` (as a dict) and to :meth:`predict` and :meth:`draw` (as keyword
+        arguments). A task that declares no flag is called with the plain signatures.
+
+        Args:
+            parser: the command's parser; its positional ``inputs`` is already declared.
+            command: ``"predict"`` or ``"show"``.
+        """
+
+    def command_inputs(self, texts: Sequence[str], options: Mapping[str, Any]) -> list:
+        """The parsed inputs of a ``predict`` / ``show`` command line.
+
+        Default: :meth:`parse_input` of every text. A task whose inputs come from its own flags
+        (a graph task's ``--node`` ids, an image task's ``--index``) overrides this.
+
+        Args:
+            texts: the positional inputs (for ``show``, its words joined into one text).
+            options: the task's flags (:meth:`add_arguments`), by ``dest`` name.
+
+        Raises:
+            ValueError: no inputs.
+        """
+        if not texts:
+            raise ValueError(
+                f"{self._label()}: no inputs given: pass inputs as arguments, or '-' and one "
+                "per line"
+            )
+        return [self.parse_input(text) for text in texts]
+
     def parse_input(self, text: str) -> Any:
         """One user input, as typed on the command line, to what :meth:`predict` takes.
 
@@ -257,12 +293,15 @@ class Task(ABC):
         labels = self.input_labels(input)
         return AttentionMap([w[0] for w in weights], labels, labels)
 
-    def draw(self, model: nn.Module, input: Any, out: str | Path, *, title: str = "") -> Path:
+    def draw(
+        self, model: nn.Module, input: Any, out: str | Path, *, title: str = "", **options: Any
+    ) -> Path:
         """Draw the attention on one parsed input into the PNG ``out`` and return its path.
 
         Default: one heatmap per layer and head of :meth:`attention_map`
         (:func:`attnlab.viz.plot_attention`). Tasks with a natural picture of their input (a
-        spectrogram, a molecule, a graph neighbourhood, an image) override this.
+        spectrogram, a molecule, a graph neighbourhood, an image) override this; ``options``
+        are the task's own ``show`` flags (:meth:`add_arguments`), unused by the default.
         """
         from attnlab.viz import plot_attention
 
