@@ -201,6 +201,7 @@ class Task(ABC):
             parser: the command's parser; its positional ``inputs`` is already declared.
             command: ``"predict"`` or ``"show"``.
         """
+        return None  # no flags of its own
 
     def command_inputs(self, texts: Sequence[str], options: Mapping[str, Any]) -> list:
         """The parsed inputs of a ``predict`` / ``show`` command line.
