@@ -27,6 +27,12 @@ def _data(args: argparse.Namespace) -> int:
     if args.action == "list":
         print(_dataset_table(list_datasets()))
         return 0
+    if args.action == "make":  # generated datasets (only phones so far)
+        from .speechgen import make_phones
+
+        print(make_phones(args.sentences, seed=args.seed, corpus=args.corpus,
+                          workers=args.workers))  # fmt: skip
+        return 0
     for name in args.names:
         for key, path in fetch(name).items():
             print(f"{name}:{key}\t{path}")
@@ -206,11 +212,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
     s.set_defaults(func=_show, takes_rest=True)
 
-    da = add(sub, "data", help="datasets: list, fetch")
+    da = add(sub, "data", help="datasets: list, fetch, make")
     da_sub = da.add_subparsers(dest="action", required=True)
     add(da_sub, "list", help="registered datasets and whether they are available")
     f = add(da_sub, "fetch", help="download (or locate in ATTNLAB_DATA) datasets")
     f.add_argument("names", nargs="+")
+    mk = add(da_sub, "make", help="generate a dataset into the cache (phones: needs festival)")
+    mk.add_argument("name", choices=["phones"])
+    mk.add_argument("--sentences", type=int, default=1000, help="how many sentences")
+    mk.add_argument("--seed", type=int, default=0, help="picks sentences, rate/pitch, split")
+    mk.add_argument("--corpus", default="conll2000", help="text corpus the sentences come from")
+    mk.add_argument("--workers", type=int, default=2, help="festival processes at once")
     da.set_defaults(func=_data)
 
     b = add(sub, "bench", help="benchmarks: attnlab bench attention")
