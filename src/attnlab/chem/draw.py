@@ -1,0 +1,125 @@
+"""Pictures of attention on a molecule: the structure with atoms shaded by weight (RDKit's
+``rdMolDraw2D``), beside the atom-by-atom heatmap.
+
+Atoms carry their index on the drawing and the heatmap's axes read ``C0``, ``O1``, ... so a
+row of the matrix is found on the molecule at a glance.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from rdkit import Chem
+from rdkit.Chem import rdDepictor
+from rdkit.Chem.Draw import rdMolDraw2D
+
+__all__ = ["draw_atom_weights", "atom_labels", "molecule_attention_figure"]
+
+
+def atom_labels(symbols: Sequence[str]) -> list[str]:
+    """``["C0", "C1", "O2", ...]``: element symbol and index, as the drawing numbers atoms."""
+    return [f"{s}{i}" for i, s in enumerate(symbols)]
+
+
+def _check_weights(mol: Chem.Mol, weights: Sequence[float] | np.ndarray) -> np.ndarray:
+    w = np.asarray(weights, dtype=float).reshape(-1)
+    if w.shape[0] != mol.GetNumAtoms():
+        raise ValueError(f"weights: expected one per atom ({mol.GetNumAtoms()}), got {w.shape[0]}")
+    return w
+
+
+def draw_atom_weights(
+    mol: Chem.Mol,
+    weights: Sequence[float] | np.ndarray,
+    *,
+    size: tuple[int, int] = (420, 380),
+    cmap: str = "Reds",
+) -> bytes:
+    """A PNG of ``mol`` with atom ``i`` shaded by ``weights[i]`` (scaled to the largest).
+
+    Args:
+        mol: the molecule (the atoms the weights are for, hydrogens included if explicit).
+        weights: ``(n,)`` non-negative weight per atom.
+        size: pixels ``(width, height)``.
+        cmap: a matplotlib colour map for the shading.
+    """
+    from matplotlib import colormaps
+
+    w = _check_weights(mol, weights)
+    scaled = w / w.max() if w.max() > 0 else w
+    colours = colormaps[cmap]
+    mol = Chem.Mol(mol)
+    rdDepictor.Compute2DCoords(mol)
+    drawer = rdMolDraw2D.MolDraw2DCairo(*size)
+    drawer.drawOptions().addAtomIndices = True
+    atoms = list(range(mol.GetNumAtoms()))
+    # 0.15 + 0.7 x: the faintest atom stays visible, the strongest is not black.
+    fill = {i: tuple(colours(0.15 + 0.7 * float(scaled[i]))[:3]) for i in atoms}
+    radii = {i: 0.3 + 0.25 * float(scaled[i]) for i in atoms}
+    rdMolDraw2D.PrepareAndDrawMolecule(
+        drawer, mol, highlightAtoms=atoms, highlightAtomColors=fill, highlightAtomRadii=radii,
+        highlightBonds=[],
+    )  # fmt: skip
+    drawer.FinishDrawing()
+    return drawer.GetDrawingText()
+
+
+def molecule_attention_figure(
+    mol: Chem.Mol,
+    atom_weights: Sequence[float] | np.ndarray,
+    matrix: np.ndarray,
+    out: str | Path,
+    *,
+    title: str = "",
+    weights_label: str = "attention received",
+    matrix_label: str = "attention",
+) -> Path:
+    """Write a PNG: the molecule shaded by ``atom_weights`` beside the heatmap ``matrix``.
+
+    Args:
+        mol: the molecule.
+        atom_weights: ``(n,)`` weight per atom (e.g. pooling attention, or a layer's attention
+            received: its column sums divided by n).
+        matrix: ``(n, n)`` attention, rows = queries, columns = keys.
+        out: the PNG path (parent directories are created).
+        title: the figure's title.
+        weights_label: what the shading shows (the left panel's title).
+        matrix_label: what the heatmap shows (the right panel's title).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = mol.GetNumAtoms()
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.shape != (n, n):
+        raise ValueError(f"matrix: expected ({n}, {n}) for {n} atoms, got {matrix.shape}")
+    png = draw_atom_weights(mol, atom_weights)
+    labels = atom_labels([a.GetSymbol() for a in mol.GetAtoms()])
+    side = min(max(3.5, 0.22 * n), 12.0)
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(4.6 + side + 1.2, max(4.2, side)), layout="constrained",
+        gridspec_kw={"width_ratios": [4.6, side + 1.2]},
+    )  # fmt: skip
+    left.imshow(plt.imread(io.BytesIO(png), format="png"))
+    left.set_axis_off()
+    left.set_title(weights_label, fontsize=9)
+    image = right.imshow(matrix, cmap="viridis", vmin=0.0, vmax=max(float(matrix.max()), 1e-9))
+    font = 7 if n <= 40 else 5
+    right.set_xticks(range(n), labels, rotation=90, fontsize=font)
+    right.set_yticks(range(n), labels, fontsize=font)
+    right.set_xlabel("key (attended to)")
+    right.set_ylabel("query (attending)")
+    right.set_title(matrix_label, fontsize=9)
+    fig.colorbar(image, ax=right, shrink=0.8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
