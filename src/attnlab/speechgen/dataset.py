@@ -76,11 +76,14 @@ def detokenize(tokens: list[str]) -> str:
     return out
 
 
-def corpus_sentences(corpus: str = "conll2000") -> list[str]:
-    """Distinct sentences of 3 to 20 words from every split of a tagging corpus, as text."""
+def corpus_sentences(
+    corpus: str = "conll2000", *, mirror: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """Distinct sentences of 3 to 20 words from every split of a tagging corpus, as text
+    (``mirror``: the data mirror, as for :func:`~attnlab.data.load_tagging`)."""
     if corpus not in TAGGING_CORPORA:
         raise ValueError(f"corpus must be one of {TAGGING_CORPORA}, got {corpus!r}")
-    data = load_tagging(corpus, "universal")
+    data = load_tagging(corpus, "universal", mirror=mirror)
     seen: dict[str, None] = {}
     for split in (data.train, data.dev, data.test):
         for tokens, _ in split:
@@ -119,6 +122,7 @@ def make_phones(
     corpus: str = "conll2000",
     workers: int = 2,
     root: str | os.PathLike[str] | None = None,
+    mirror: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Make the dataset (see the module docstring) unless it exists; return its directory.
 
@@ -128,6 +132,7 @@ def make_phones(
         corpus: the text corpus (:data:`attnlab.data.TAGGING_CORPORA`).
         workers: festival processes at once (at most 2 on a shared machine is polite).
         root: where datasets go (default ``cache_dir()``); the dataset is ``root/phones/VERSION``.
+        mirror: the data mirror the text corpus is read from (default ``$ATTNLAB_DATA``).
 
     Raises:
         FestivalUnavailable: festival or the voice is missing (says how to install them).
@@ -143,7 +148,7 @@ def make_phones(
     final = base / "phones" / version
     if (final / "manifest.json").exists():
         return final
-    texts = corpus_sentences(corpus)
+    texts = corpus_sentences(corpus, mirror=mirror)
     if sentences > len(texts):
         raise ValueError(
             f"sentences={sentences}: corpus {corpus!r} has only {len(texts)} sentences of "
