@@ -1,0 +1,103 @@
+"""Edge-list housekeeping shared by the graph layers: input checks, self loops as PyG adds
+them, and a one-entry cache of the prepared edge list.
+
+Legend: ``n`` nodes, ``E`` edges, ``f`` edge feature size.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..backends.edge_ops import check_edge_index
+
+__all__ = [
+    "check_node_features",
+    "remove_self_loops",
+    "add_self_loops",
+    "add_remaining_self_loops",
+    "EdgeCache",
+]
+
+
+def check_node_features(x: object, in_channels: int, *, name: str = "x") -> Tensor:
+    """``x`` if it is a float tensor of shape ``(num_nodes, in_channels)``; else a ``ValueError``
+    naming ``name``, the expected and the given."""
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        got = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a float tensor of node features, got {got}")
+    if x.dim() != 2 or x.shape[1] != in_channels:
+        raise ValueError(
+            f"{name} must have shape (num_nodes, {in_channels}) (one row of {in_channels} "
+            f"features per node), got shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def remove_self_loops(edge_index: Tensor, edge_attr: Tensor | None = None):
+    """The edges ``(i, i)`` removed, order kept: ``(edge_index, edge_attr)``."""
+    keep = edge_index[0] != edge_index[1]
+    return edge_index[:, keep], (None if edge_attr is None else edge_attr[keep])
+
+
+def _loop_attr(edge_index: Tensor, edge_attr: Tensor, n: int, fill_value) -> Tensor:
+    """Features of the new self loops: ``"mean"`` (or ``"add"``, ``"max"``, ...) of each node's
+    incoming edge features (zero where it has none), or a constant."""
+    if isinstance(fill_value, str):
+        index = edge_index[1].view(-1, *([1] * (edge_attr.dim() - 1))).expand_as(edge_attr)
+        reduce = {"add": "sum", "sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}
+        if fill_value not in reduce:
+            raise ValueError(f"fill_value must be a number or one of {sorted(reduce)}, got {fill_value!r}")  # fmt: skip
+        out = edge_attr.new_zeros(n, *edge_attr.shape[1:])
+        return out.scatter_reduce(0, index, edge_attr, reduce[fill_value], include_self=False)
+    return edge_attr.new_full((n, *edge_attr.shape[1:]), float(fill_value))
+
+
+def add_self_loops(
+    edge_index: Tensor, edge_attr: Tensor | None, num_nodes: int, fill_value="mean"
+) -> tuple[Tensor, Tensor | None]:
+    """One loop ``(i, i)`` per node appended after the edges (PyG's order), with features from
+    ``fill_value`` (see :func:`_loop_attr`) when there are edge features."""
+    loops = torch.arange(num_nodes, device=edge_index.device, dtype=edge_index.dtype)
+    out = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
+    if edge_attr is None:
+        return out, None
+    return out, torch.cat([edge_attr, _loop_attr(edge_index, edge_attr, num_nodes, fill_value)])
+
+
+def add_remaining_self_loops(
+    edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int, fill_value: float = 1.0
+) -> tuple[Tensor, Tensor | None]:
+    """Every node gets exactly one self loop, appended last: an existing loop keeps its weight,
+    a missing one gets ``fill_value`` (PyG's ``add_remaining_self_loops``, used by GCN)."""
+    is_loop = edge_index[0] == edge_index[1]
+    loops = torch.arange(num_nodes, device=edge_index.device, dtype=edge_index.dtype)
+    out = torch.cat([edge_index[:, ~is_loop], loops.expand(2, -1)], dim=1)
+    if edge_weight is None:
+        return out, None
+    loop_w = edge_weight.new_full((num_nodes, *edge_weight.shape[1:]), fill_value)
+    loop_w[edge_index[0, is_loop]] = edge_weight[is_loop]
+    return out, torch.cat([edge_weight[~is_loop], loop_w])
+
+
+class EdgeCache:
+    """The last prepared edge list of a layer, reused while the same ``edge_index`` object comes
+    back unchanged (full-batch training passes the same graph every step).
+
+    A hit needs the very same tensor object (held here, so its memory cannot be reused by
+    another tensor) at the same version counter (an in-place edit bumps it), the same node
+    count and device: a stale entry is impossible, a miss only costs the preparation.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._edge_index: Tensor | None = None
+        self._value = None
+
+    def get(self, edge_index: Tensor, num_nodes: int, make):
+        key = (edge_index._version, num_nodes, edge_index.device)
+        if self._edge_index is edge_index and self._key == key:
+            return self._value
+        value = make(check_edge_index(edge_index, num_nodes))
+        self._edge_index, self._key, self._value = edge_index, key, value
+        return value
