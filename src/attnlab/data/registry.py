@@ -148,6 +148,21 @@ def _planetoid(graph: str) -> dict[str, DataFile]:
 _TRAIN_DEV_TEST = ("train", "dev", "test")
 _UNIVERSAL_TAGSET = _file("nltk/universal_tagset.zip", _NLTK + "taggers/universal_tagset.zip")
 
+
+def _manifest(name: str, url_base: str, folder: str) -> dict[str, DataFile]:
+    """Files ``{stem: DataFile}`` listed with their sha256 in the package's
+    ``manifests/NAME.sha256`` (``sha256  folder/file`` lines, as ``sha256sum`` writes them), for
+    datasets of thousands of files; each downloads from ``url_base + file``."""
+    text = (Path(__file__).with_name("manifests") / f"{name}.sha256").read_text(encoding="utf-8")
+    files = {}
+    for sha, path in map(str.split, text.strip().splitlines()):
+        file = path.removeprefix(folder + "/")
+        files[Path(file).stem] = DataFile(path=path, url=url_base + file, sha256=sha)
+    return files
+
+
+_FSDD = "https://raw.githubusercontent.com/Jakobovski/free-spoken-digit-dataset/master/recordings/"
+
 _DATASETS = [
     Dataset(
         "ud-ewt",
@@ -220,6 +235,12 @@ _DATASETS = [
         "Planetoid CiteSeer citation graph: 3,327 nodes, 3,703 features, 6 classes",
         "MIT (repository)",
         _planetoid("citeseer"),
+    ),
+    Dataset(
+        "fsdd",
+        "Free Spoken Digit Dataset: 3,000 recordings (8 kHz), 6 speakers x 10 digits x 50 takes",
+        "CC BY-SA 4.0",
+        _manifest("fsdd", _FSDD, "fsdd/recordings"),
     ),
     Dataset(
         "freesolv",
