@@ -37,6 +37,7 @@ def draw_atom_weights(
     *,
     size: tuple[int, int] = (420, 380),
     cmap: str = "Reds",
+    vmax: float | None = None,
 ) -> bytes:
     """A PNG of ``mol`` with atom ``i`` shaded by ``weights[i]`` (scaled to the largest).
 
@@ -45,11 +46,13 @@ def draw_atom_weights(
         weights: ``(n,)`` non-negative weight per atom.
         size: pixels ``(width, height)``.
         cmap: a matplotlib colour map for the shading.
+        vmax: the weight drawn in the strongest shade (default: the largest weight).
     """
     from matplotlib import colormaps
 
     w = _check_weights(mol, weights)
-    scaled = w / w.max() if w.max() > 0 else w
+    top = float(w.max()) if vmax is None else float(vmax)
+    scaled = np.clip(w / top, 0.0, 1.0) if top > 0 else w
     colours = colormaps[cmap]
     mol = Chem.Mol(mol)
     rdDepictor.Compute2DCoords(mol)
@@ -81,8 +84,9 @@ def molecule_attention_figure(
 
     Args:
         mol: the molecule.
-        atom_weights: ``(n,)`` weight per atom (e.g. pooling attention, or a layer's attention
-            received: its column sums divided by n).
+        atom_weights: ``(n,)`` weights per atom summing to 1 (e.g. pooling attention, or a
+            layer's attention received: its column sums divided by n); the strongest shade is
+            the largest weight or twice the uniform ``1 / n``, whichever is larger.
         matrix: ``(n, n)`` attention, rows = queries, columns = keys.
         out: the PNG path (parent directories are created).
         title: the figure's title.
@@ -98,7 +102,9 @@ def molecule_attention_figure(
     matrix = np.asarray(matrix, dtype=float)
     if matrix.shape != (n, n):
         raise ValueError(f"matrix: expected ({n}, {n}) for {n} atoms, got {matrix.shape}")
-    png = draw_atom_weights(mol, atom_weights)
+    # Weights that sum to 1 over n atoms: a uniform 1/n is drawn half-strength, not saturated.
+    w = _check_weights(mol, atom_weights)
+    png = draw_atom_weights(mol, w, vmax=max(float(w.max()), 2.0 / n))
     labels = atom_labels([a.GetSymbol() for a in mol.GetAtoms()])
     side = min(max(3.5, 0.22 * n), 12.0)
     fig, (left, right) = plt.subplots(

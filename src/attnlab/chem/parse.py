@@ -61,8 +61,8 @@ def rdkit_log() -> Iterator[_Log]:
 
 
 def _clean(messages: str) -> str:
-    lines = [line.rstrip() for line in _STAMP.sub("", messages).splitlines()]
-    return "\n  ".join(line for line in lines if line.strip())  # keeps RDKit's ~~~^ aligned
+    lines = _STAMP.sub("", messages).splitlines()
+    return " | ".join(line.strip() for line in lines if line.strip())
 
 
 def sanitize(mol: Chem.Mol, what: str) -> Chem.Mol:

@@ -25,6 +25,8 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "sst2": "attnlab.tasks.text.sentences:SST2Task",
     "sst5": "attnlab.tasks.text.sentences:SST5Task",
     "trec": "attnlab.tasks.text.sentences:TRECTask",
+    "freesolv": "attnlab.tasks.molecules.tasks:FreeSolvTask",
+    "solubility": "attnlab.tasks.molecules.tasks:SolubilityTask",
 }
 
 

@@ -1,0 +1,191 @@
+r"""The molecule model: a set of one-hot atoms -> Transformer blocks -> pooling -> one number.
+
+Structure enters attention in one of three ways (``structure``), compared in BENCHMARKS.md:
+
+* ``"none"``: full attention over the bag of atoms (the lecture's plain set; the model is
+  permutation-invariant and blind to bonds except through the atom features' degree, ring
+  and hydrogen slots).
+* ``"mask"``: attention only along bonds, plus to itself (the graph machinery: a boolean mask
+  from the adjacency, ``masks.padding(lengths) & bonds``); ``depth`` layers see ``depth``
+  bonds away, like a message-passing network.
+* ``"spd"``: full attention plus a learned bias per shortest-path distance and head, added to
+  the scores (Graphormer's spatial encoding, Ying et al. 2021):
+
+  .. math:: s_{ij} = \frac{q_i \cdot k_j}{\sqrt{d}} + b_{h,\phi(i,j)},
+
+  with :math:`\phi(i, j)` the bond count between atoms, clipped to ``max_distance``, and one
+  bucket of its own for atoms in different fragments. One table serves all layers (as the
+  lab's score-acting positional encodings do).
+
+Legend: ``b`` batch, ``n`` / ``i`` / ``j`` atoms, ``h`` heads, ``F`` atom features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Literal, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from attnlab import masks
+from attnlab.blocks import TransformerBlock
+from attnlab.chem import UNREACHABLE
+from attnlab.models.pooling import POOLINGS
+from attnlab.positional.base import PositionalEncoding
+
+__all__ = ["STRUCTURES", "MoleculeModelConfig", "MoleculeModel", "MoleculeOutput", "DistanceBias"]
+
+#: the ways structure enters attention
+STRUCTURES = ("none", "mask", "spd")
+
+
+@dataclass
+class MoleculeModelConfig:
+    """The molecule model's settings (``--model.dim=64``, ``--model.structure=mask``, ...).
+
+    Args:
+        dim: width of the atom vectors.
+        depth: Transformer blocks.
+        heads: attention heads; must divide ``dim``.
+        ff_hidden: feed-forward hidden width (None: ``2 * dim``).
+        dropout: dropout in the blocks and before the output layer.
+        structure: ``"none"``, ``"mask"`` or ``"spd"`` (module docstring).
+        max_distance: with ``"spd"``: distances beyond this share one bucket.
+        pooling: ``"attention"`` (its weights are what ``show`` shades atoms by), ``"mean"``,
+            ``"max"``; :data:`attnlab.models.pooling.POOLINGS`.
+    """
+
+    dim: int = 128
+    depth: int = 3
+    heads: int = 4
+    ff_hidden: int | None = None
+    dropout: float = 0.1
+    structure: Literal["none", "mask", "spd"] = "spd"
+    max_distance: int = 8
+    pooling: Literal["attention", "mean", "max"] = "attention"
+
+    def __post_init__(self) -> None:
+        if self.structure not in STRUCTURES:
+            raise ValueError(
+                f"model.structure: expected one of {', '.join(STRUCTURES)}, got {self.structure!r}"
+            )
+        if self.dim < 1 or self.depth < 1 or self.heads < 1 or self.dim % self.heads:
+            raise ValueError(
+                f"model.dim, depth, heads must be >= 1 with heads dividing dim; got dim="
+                f"{self.dim}, depth={self.depth}, heads={self.heads}"
+            )
+        if self.max_distance < 1:
+            raise ValueError(f"model.max_distance must be >= 1, got {self.max_distance}")
+        POOLINGS.get(self.pooling)  # an unknown name lists the valid ones
+
+
+class DistanceBias(nn.Module):
+    """A learned score bias per (distance bucket, head), Graphormer's spatial encoding.
+
+    Args:
+        heads: attention heads.
+        max_distance: buckets ``0 .. max_distance`` (longer paths share the last), plus one for
+            :data:`~attnlab.chem.UNREACHABLE` pairs.
+
+    Shapes:
+        - distances: ``(b, n, n)`` int64 bond counts, ``UNREACHABLE`` where there is no path
+        - output: ``(b, h, n, n)`` float
+    """
+
+    def __init__(self, heads: int, max_distance: int) -> None:
+        super().__init__()
+        self.max_distance = max_distance
+        self.table = nn.Embedding(max_distance + 2, heads)
+        nn.init.zeros_(self.table.weight)  # start as plain attention
+
+    def forward(self, distances: Tensor) -> Tensor:
+        bucket = distances.clamp(max=self.max_distance)
+        bucket = torch.where(distances == UNREACHABLE, self.max_distance + 1, bucket)
+        return self.table(bucket).permute(0, 3, 1, 2)  # (b, n, n, h) -> (b, h, n, n)
+
+
+class _ScoreBias(PositionalEncoding):
+    """This batch's bias as a ``"scores"`` encoding: how a block hands a bias to its
+    attention (``MultiHeadAttention`` adds ``score_bias`` to the scores). Built per call and
+    never stored, so no state hides on a module."""
+
+    acts_on: ClassVar[str] = "scores"
+
+    def __init__(self, bias: Tensor) -> None:
+        super().__init__()
+        self.bias = bias  # (b, h, n, n)
+
+    def score_bias(self, q_len: int, kv_len: int, *, q_offset: int = 0) -> Tensor:
+        return self.bias
+
+
+class MoleculeOutput(NamedTuple):
+    prediction: Tensor  # (b,) the (standardised) property
+    weights: list[Tensor] | None  # per layer (b, h, i, j)
+    head_weights: Tensor | None  # (b, n) attention pooling weights; None for mean / max
+
+
+class MoleculeModel(nn.Module):
+    """Atoms -> ``depth`` pre-norm Transformer blocks -> pooling -> MLP -> one number.
+
+    Args:
+        in_features: width ``F`` of the atom vectors
+            (:data:`~attnlab.chem.NUM_ATOM_FEATURES`).
+        config: a :class:`MoleculeModelConfig`.
+
+    Batch: ``"atoms"`` ``(b, n, F)`` float, ``"distances"`` ``(b, n, n)`` int64 (padded with
+    ``UNREACHABLE``), ``"lengths"`` ``(b,)``; other keys are ignored.
+
+    ``model(batch)`` is the prediction ``(b,)``; ``model(batch, need_weights=True)`` a
+    :class:`MoleculeOutput` with the attention weights. Padded atoms never change the result.
+    """
+
+    def __init__(self, in_features: int, config: MoleculeModelConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.embed = nn.Linear(in_features, c.dim)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(c.dim, c.heads, ff_hidden=c.ff_hidden or 2 * c.dim, dropout=c.dropout)
+            for _ in range(c.depth)
+        )
+        self.norm = nn.LayerNorm(c.dim)
+        self.distance_bias = DistanceBias(c.heads, c.max_distance) if c.structure == "spd" else None
+        self.pool = POOLINGS.get(c.pooling)(c.dim)
+        self.out = nn.Sequential(
+            nn.Linear(c.dim, c.dim), nn.GELU(), nn.Dropout(c.dropout), nn.Linear(c.dim, 1)
+        )
+
+    def attention_mask(self, distances: Tensor, lengths: Tensor) -> masks.Mask:
+        """Key padding, and with ``structure="mask"`` only bonded atoms and the atom itself."""
+        mask = masks.padding(lengths)
+        if self.config.structure == "mask":
+            bonded = (distances == 0) | (distances == 1)  # (b, n, n): self and bonds
+            mask = mask & bonded.unsqueeze(1)  # (b, 1, n, n)
+        return mask
+
+    def forward(
+        self, batch: Mapping[str, Tensor], *, need_weights: bool = False
+    ) -> Tensor | MoleculeOutput:
+        for key in ("atoms", "distances", "lengths"):
+            if key not in batch:
+                raise ValueError(f"the batch needs {key!r}; got keys {sorted(batch)}")
+        atoms, distances = batch["atoms"], batch["distances"]
+        lengths = batch["lengths"].to(device=atoms.device, dtype=torch.long)
+        valid = torch.arange(atoms.shape[1], device=atoms.device) < lengths[:, None]  # (b, n)
+        x = self.embed(atoms) * valid.unsqueeze(-1)  # (b, n, dim)
+        mask = self.attention_mask(distances, lengths)
+        bias = _ScoreBias(self.distance_bias(distances)) if self.distance_bias else None
+        weights: list[Tensor] | None = [] if need_weights else None
+        for block in self.blocks:
+            o = block(x, mask=mask, positional=bias, need_weights=need_weights)
+            x = o.out
+            if weights is not None:
+                weights.append(o.self_weights)
+        x = self.norm(x) * valid.unsqueeze(-1)
+        pooled, pool_weights = self.pool(x, lengths)  # (b, dim), (b, n) | None
+        prediction = self.out(pooled).squeeze(-1)  # (b,)
+        if need_weights:
+            return MoleculeOutput(prediction, weights, pool_weights)
+        return prediction
