@@ -406,7 +406,7 @@ def test_bad_constructor_arguments():
         MultiHeadAttention(8, 2, score="cosine")
     with pytest.raises(ValueError, match="unknown normalization 'max'; valid choices: none, relu, sigmoid, softmax"):  # fmt: skip
         MultiHeadAttention(8, 2, normalize="max")
-    with pytest.raises(ValueError, match="unknown backend 'cuda'; valid choices: auto, chunked, flex, reference, sdpa"):  # fmt: skip
+    with pytest.raises(ValueError, match="unknown backend 'cuda'; valid choices: auto, chunked, edges, flex, reference, sdpa"):  # fmt: skip
         MultiHeadAttention(8, 2, backend="cuda")
     with pytest.raises(ValueError, match="kernel options"):
         MultiHeadAttention(8, 2, window=4)

@@ -289,7 +289,7 @@ def test_refuses_at_construction_is_the_per_call_rule(backend, score, normalize)
     p = make_problem(score, normalize, None, False, dtype=torch.float32, requires_grad=False)
     reason = get_backend(backend).refuses(p.score, p.normalize)
     fused = score in ("dot", "scaled_dot") and normalize == "softmax"
-    assert (reason is None) == (fused or backend in ("reference", "chunked"))
+    assert (reason is None) == (fused or backend in ("reference", "chunked", "edges"))
     if reason is not None:
         assert "computes dot-product scores with softmax only" in reason
         assert reason in get_backend(backend).unsupported(p)
@@ -297,11 +297,11 @@ def test_refuses_at_construction_is_the_per_call_rule(backend, score, normalize)
 
 def test_get_backend():
     assert isinstance(get_backend("sdpa"), SDPABackend)
-    with pytest.raises(ValueError, match="valid choices: chunked, flex, reference, sdpa"):
+    with pytest.raises(ValueError, match="valid choices: chunked, edges, flex, reference, sdpa"):
         get_backend("cuda")
     with pytest.raises(ValueError, match="select_backend"):
         get_backend("auto")
-    assert BACKENDS.names() == ["chunked", "flex", "reference", "sdpa"]
+    assert BACKENDS.names() == ["chunked", "edges", "flex", "reference", "sdpa"]
 
 
 # ---- flex (compiled) -----------------------------------------------------------------------------

@@ -10,6 +10,9 @@
   (Milakov & Gimelshein 2018; Rabe & Staats 2021), ``O(i * block)`` memory, for every score and
   normalisation; blocks wholly masked are skipped, and training recomputes each query block in
   the backward pass instead of storing it.
+* ``edges`` (:mod:`.edges`): attention under a graph mask (``masks.graph``) on the edge list, a
+  segment softmax over each node's incoming edges, ``O(E * h)`` memory (maths in
+  :mod:`.edge_ops`), for every score and normalisation.
 
 ``auto`` (:func:`select_backend`, in this file) picks the fastest backend that computes the
 request exactly. The layer reaches these through :class:`attnlab.kernels.ExactKernel`, the
@@ -36,6 +39,7 @@ from .base import BACKENDS, Backend, Problem
 
 # Importing a backend's module registers it in BACKENDS (listed by name, sorted).
 from .chunked import ChunkedBackend
+from .edges import EdgeListBackend, edges_pay_off
 from .flex import FlexBackend
 from .reference import ReferenceBackend
 from .sdpa import SDPABackend
@@ -48,6 +52,7 @@ __all__ = [
     "SDPABackend",
     "FlexBackend",
     "ChunkedBackend",
+    "EdgeListBackend",
     "select_backend",
     "get_backend",
     "run_backend",
@@ -117,10 +122,16 @@ def select_backend(p: Problem) -> Backend:
     at most 0.5, when its block mask is cached, when building it pays off in this call
     (:func:`_build_pays_off`), or when the same mask (by value) was asked for before: a loop that
     builds ``masks.local(256)`` on every call gets flex from its second call on.
+
+    A graph mask (``masks.graph``) runs on the edge list (``edges``) when its edges cover at
+    most 5% of the ``i * j`` pairs or its dense mask would pass 2^28 pairs
+    (:func:`~attnlab.backends.edges.edges_pay_off`), unless the weights or a bias are asked for.
     """
     b, h, i, j = p.shape
     if p.need_weights:
         return ReferenceBackend()
+    if edges_pay_off(p):
+        return EdgeListBackend()
     if SDPABackend().unsupported(p) is None:
         mask = p.mask
         if isinstance(mask, Mask) and not isinstance(mask, Dense) and j >= _FLEX_MIN_KEYS:

@@ -123,13 +123,22 @@ class Graph(Mask):
                 f"graph: edge_index holds node ids outside [0, {num_nodes}); "
                 f"got range [{int(edge_index.min())}, {int(edge_index.max())}]"
             )
-        adj = torch.zeros(num_nodes, num_nodes, dtype=torch.bool, device=edge_index.device)
-        # Message passing convention (PyG): edge (src, dst) lets node dst attend to node src.
-        adj[edge_index[1], edge_index[0]] = True
-        if self_loops:
-            adj.fill_diagonal_(True)
-        self.adjacency = adj  # (i, j): query node i may attend to key node j
         self.num_nodes, self.self_loops, self.edge_index = num_nodes, self_loops, edge_index
+
+    @property
+    def adjacency(self) -> Tensor:
+        """``(i, j)`` boolean, query node ``i`` may attend to key node ``j``; built on first use
+        (``O(n^2)``), so the edge-list backend, which never needs it, scales to large graphs."""
+        adj = self.__dict__.get("_adjacency")
+        if adj is None:
+            n, ei = self.num_nodes, self.edge_index
+            adj = torch.zeros(n, n, dtype=torch.bool, device=ei.device)
+            # Message passing convention (PyG): edge (src, dst) lets node dst attend to node src.
+            adj[ei[1], ei[0]] = True
+            if self.self_loops:
+                adj.fill_diagonal_(True)
+            self.__dict__["_adjacency"] = adj
+        return adj
 
     def check(self, batch: int, q_len: int, kv_len: int) -> None:
         if q_len != self.num_nodes or kv_len != self.num_nodes:
@@ -142,7 +151,9 @@ class Graph(Mask):
         return self.adjacency.to(q_idx.device)[q_idx, kv_idx]
 
     def __repr__(self) -> str:
-        return f"graph(num_nodes={self.num_nodes}, edges={int(self.adjacency.sum())})"
+        # The edges as given (the distinct allowed pairs would need the O(n^2) adjacency).
+        loops = ", self_loops=True" if self.self_loops else ""
+        return f"graph(num_nodes={self.num_nodes}, edges={self.edge_index.shape[1]}{loops})"
 
 
 class GlobalTokens(Mask):
