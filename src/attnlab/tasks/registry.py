@@ -21,10 +21,15 @@ __all__ = ["BUILTIN_TASKS", "TASKS", "TaskRegistry", "register_task"]
 
 #: the lab's tasks, imported on first use
 BUILTIN_TASKS: Mapping[str, str] = {
+    "citeseer": "attnlab.tasks.graph.task:CiteSeerTask",
+    "cora": "attnlab.tasks.graph.task:CoraTask",
+    "karate": "attnlab.tasks.graph.task:KarateTask",
     "pos": "attnlab.tasks.text.tagging:PosTask",
+    "phones": "attnlab.tasks.speech.phones:PhonesTask",
     "sst2": "attnlab.tasks.text.sentences:SST2Task",
     "sst5": "attnlab.tasks.text.sentences:SST5Task",
     "trec": "attnlab.tasks.text.sentences:TRECTask",
+    "fsdd": "attnlab.tasks.speech.fsdd:FsddTask",
     "freesolv": "attnlab.tasks.molecules.tasks:FreeSolvTask",
     "solubility": "attnlab.tasks.molecules.tasks:SolubilityTask",
 }
