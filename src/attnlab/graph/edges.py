@@ -95,6 +95,8 @@ class EdgeCache:
         self._value = None
 
     def get(self, edge_index: Tensor, num_nodes: int, make):
+        if not isinstance(edge_index, Tensor):
+            check_edge_index(edge_index, num_nodes)  # raises, naming what was given
         key = (edge_index._version, num_nodes, edge_index.device)
         if self._edge_index is edge_index and self._key == key:
             return self._value
