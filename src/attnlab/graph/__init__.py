@@ -22,6 +22,7 @@ from ..backends.edge_ops import (
 from .edges import add_remaining_self_loops, add_self_loops, check_node_features, remove_self_loops
 from .gat import GATConv, GATv2Conv
 from .gcn import GCNConv, gcn_norm
+from .reorder import BlockDensity, block_density, permute_edges, rcm_order
 
 __all__ = [
     "GATConv",
@@ -38,4 +39,8 @@ __all__ = [
     "add_self_loops",
     "add_remaining_self_loops",
     "remove_self_loops",
+    "rcm_order",
+    "permute_edges",
+    "block_density",
+    "BlockDensity",
 ]
