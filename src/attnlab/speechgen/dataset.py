@@ -1,6 +1,6 @@
 """The ``phones`` dataset: sentences of a text corpus spoken by festival, with phone times.
 
-:func:`make_phones` picks ``sentences`` sentences (3 to 20 words) of a tagging corpus of the
+:func:`make_phones` picks ``sentences`` sentences (3 to 12 words) of a tagging corpus of the
 lab (default CoNLL-2000's Wall Street Journal text) with a seeded generator, gives each a
 seeded speaking rate and pitch (so the data is not one uniform voice), has festival speak them
 (:mod:`.festival`), and writes, atomically (a temporary directory renamed into place)::
@@ -50,9 +50,9 @@ __all__ = [
 ]
 
 #: bump when the generator's output changes for the same inputs
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 SAMPLE_RATE = 16000
-MIN_WORDS, MAX_WORDS = 3, 20
+MIN_WORDS, MAX_WORDS = 3, 12
 #: per utterance, uniform in these ranges: Duration_Stretch, target F0 mean and std (Hz)
 PERTURBATION: Mapping[str, tuple[float, float]] = {
     "stretch": (0.8, 1.25),
@@ -79,7 +79,7 @@ def detokenize(tokens: list[str]) -> str:
 def corpus_sentences(
     corpus: str = "conll2000", *, mirror: str | os.PathLike[str] | None = None
 ) -> list[str]:
-    """Distinct sentences of 3 to 20 words from every split of a tagging corpus, as text
+    """Distinct sentences of 3 to 12 words from every split of a tagging corpus, as text
     (``mirror``: the data mirror, as for :func:`~attnlab.data.load_tagging`)."""
     if corpus not in TAGGING_CORPORA:
         raise ValueError(f"corpus must be one of {TAGGING_CORPORA}, got {corpus!r}")
