@@ -16,9 +16,13 @@ from typing import Any
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.which == "speech":
+        from .tasks.speech.demo import run_speech_demo
+
+        return run_speech_demo(out_dir=args.out or "runs/demo-speech", quick=args.quick)
     from .demo import run_demo
 
-    return run_demo(out_dir=args.out, quick=args.quick)
+    return run_demo(out_dir=args.out or "runs/demo", quick=args.quick)
 
 
 def _data(args: argparse.Namespace) -> int:
@@ -171,7 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
         return parent.add_parser(name, parents=[verbose], **kwargs)
 
     d = add(sub, "demo", help='train taggers and show how they tag "I saw a saw ."')
-    d.add_argument("--out", default="runs/demo", help="where checkpoints and plots go")
+    d.add_argument(
+        "which",
+        nargs="?",
+        choices=("text", "speech"),
+        default="text",
+        help="text: POS taggers (default); speech: spoken digits (FSDD)",
+    )
+    d.add_argument(
+        "--out", default=None, help="where checkpoints and plots go (runs/demo, runs/demo-speech)"
+    )
     d.add_argument("--quick", action="store_true", help="a tiny budget (smoke test)")
     d.set_defaults(func=_demo)
 

@@ -112,3 +112,11 @@ def test_streaming_model_end_to_end(tmp_path, recordings, no_mirror, capsys):
     record = json.loads(capsys.readouterr().out)
     assert [c["end_s"] for c in record["chunks"]][:2] == [0.1, 0.2]
     assert record["chunks"][-1]["label"] == record["label"]
+
+
+@pytest.mark.slow
+def test_demo_speech_quick(tmp_path, data_mirror, no_mirror, capsys):
+    assert main(["demo", "speech", "--quick", "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "FSDD test accuracy" in out and "7_jackson_3.wav (a spoken 7)" in out
+    assert (tmp_path / "demo" / "attention.png").is_file()
