@@ -26,6 +26,7 @@ from ..registry import Registry
 from .alibi import ALiBi, alibi_slopes
 from .base import ACTS_ON, PositionalEncoding
 from .floater import Floater
+from .laplacian import LaplacianPE, laplacian_eigenvectors
 from .learned import Learned
 from .recurrent import Recurrent
 from .relative import RelativeBias, ShawRelative, t5_bucket
@@ -37,6 +38,7 @@ __all__ = [
     "POSITIONAL",
     "ALiBi",
     "Floater",
+    "LaplacianPE",
     "Learned",
     "PositionalEncoding",
     "Recurrent",
@@ -45,6 +47,7 @@ __all__ = [
     "ShawRelative",
     "Sinusoidal",
     "alibi_slopes",
+    "laplacian_eigenvectors",
     "make_positional",
     "t5_bucket",
 ]
