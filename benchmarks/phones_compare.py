@@ -9,9 +9,13 @@ Usage::
 Makes the dataset first if it is missing (``attnlab data make phones --sentences N --seed S``:
 needs festival). Each row is one ``attnlab train phones`` run (one process at a time; set
 ``OMP_NUM_THREADS`` yourself); the results go to ``OUT/results.json`` (appended as rows finish,
-so a stopped run keeps its rows) and ``OUT/table.md``. Rows already in ``results.json`` are not
-run again. Accuracy only: the training speed of each row is in ``metrics.json`` of its run but
-is not reported here (measure speed on a quiet machine).
+so a stopped run keeps its rows), ``OUT/table.md`` and ``OUT/windows_accuracy.json`` (test
+accuracy per window w, as ``benchmarks/speech_windows.py --accuracy`` plots it). Rows already
+in ``results.json`` are not run again. Accuracy only: each run's training speed is in its
+``metrics.json`` but not reported here (measure speed on a quiet machine).
+
+The window w is the transformer's ``--model.encoder.window``: frame i attends to frames j with
+``|i - j| <= w`` (2w + 1 frames, (2w + 1) x 10 ms of context).
 """
 
 from __future__ import annotations
@@ -101,6 +105,15 @@ def main() -> int:
         table.append(f"| {r['model']} | {r['parameters']:,} | {r['seed']} | "
                      f"{100 * r['dev_accuracy']:.1f}% | {100 * r['test_accuracy']:.1f}% |")  # fmt: skip
     (out / "table.md").write_text("\n".join(table) + "\n")
+    # test accuracy per window, in the form benchmarks/speech_windows.py --accuracy plots
+    windows: dict[str, list[float]] = {}
+    for r in results.values():
+        if r["model"] == "self-attention" or r["model"].startswith("self-attention w="):
+            w = r["model"].partition("w=")[2] or "full"
+            windows.setdefault(w, []).append(r["test_accuracy"])
+    if windows:
+        mean = {w: sum(v) / len(v) for w, v in windows.items()}
+        (out / "windows_accuracy.json").write_text(json.dumps(mean, indent=1))
     print("\n".join(table))
     return 0
 
