@@ -78,6 +78,19 @@ def test_gradcheck_tiny():
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
+def test_edge_softmax_gradcheck_and_its_backward_equals_autograds():
+    dst = torch.tensor([0, 0, 1, 2, 2, 2, 0])
+    s = torch.randn(7, 2, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: edge_softmax(s, dst, 4), (s,))
+    g = torch.randn(7, 2, dtype=F64)
+    dense = torch.full((4, 7, 2), float("-inf"), dtype=F64).index_put((dst, torch.arange(7)), s)
+    ref = torch.softmax(dense, dim=1)[dst, torch.arange(7)]  # (E, 2), node by node
+    torch.testing.assert_close(edge_softmax(s, dst, 4), ref)
+    torch.testing.assert_close(
+        torch.autograd.grad(edge_softmax(s, dst, 4), s, g)[0], torch.autograd.grad(ref, s, g)[0]
+    )
+
+
 def test_edge_softmax_is_max_subtracted_and_sums_to_one_per_node():
     dst = torch.tensor([0, 0, 1, 2, 2, 2])
     s = torch.tensor([[1000.0], [999.0], [-1000.0], [5.0], [5.0], [5.0]])  # (E, 1)
