@@ -103,3 +103,15 @@ def test_config_errors():
         MoleculeModelConfig(dim=10, heads=4)
     with pytest.raises(ValueError, match="pooling"):
         MoleculeModelConfig(pooling="sum")
+
+
+@pytest.mark.parametrize(("extensive", "same"), [(False, True), (True, False)])
+def test_extensive_readout_counts_atoms(extensive, same):
+    # Two unbonded copies under the bond mask: every atom sees only its own copy, so a mean
+    # readout cannot tell one copy from two; the extensive (size-scaled) readout doubles.
+    torch.manual_seed(0)
+    cfg = MoleculeModelConfig(dim=16, depth=2, heads=2, dropout=0.0, structure="mask",
+                              pooling="mean", extensive=extensive)  # fmt: skip
+    m = MoleculeModel(NUM_ATOM_FEATURES, cfg).eval()
+    one, two = m(batch_of(["CCO"])), m(batch_of(["CCO.CCO"]))
+    assert torch.allclose(one, two, atol=1e-5) == same
