@@ -6,6 +6,8 @@
 * :func:`edge_softmax`, :func:`edge_aggregate`, :func:`edge_attention`: the edge-list kernel
   (defined in :mod:`attnlab.backends.edge_ops`, which the ``edges`` backend also runs).
 * :mod:`.reorder`: reverse Cuthill-McKee node order and block density (for block-sparse flex).
+* :mod:`.sampling`: neighbour sampling (GraphSAGE) for mini-batches of a graph too large for
+  full-batch training.
 
 Convention (PyG's): ``edge_index`` is a ``(2, E)`` long tensor; edge ``(src, dst)`` lets node
 ``dst`` attend to (receive a message from) node ``src``.
@@ -23,6 +25,7 @@ from .edges import add_remaining_self_loops, add_self_loops, check_node_features
 from .gat import GATConv, GATv2Conv
 from .gcn import GCNConv, gcn_norm
 from .reorder import BlockDensity, block_density, permute_edges, rcm_order
+from .sampling import SampledSubgraph, sample_neighbors
 
 __all__ = [
     "GATConv",
@@ -43,4 +46,6 @@ __all__ = [
     "permute_edges",
     "block_density",
     "BlockDensity",
+    "sample_neighbors",
+    "SampledSubgraph",
 ]
