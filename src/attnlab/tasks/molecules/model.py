@@ -53,7 +53,9 @@ class MoleculeModelConfig:
         heads: attention heads; must divide ``dim``.
         ff_hidden: feed-forward hidden width (None: ``2 * dim``).
         dropout: dropout in the blocks and before the output layer.
-        structure: ``"none"``, ``"mask"`` or ``"spd"`` (module docstring).
+        structure: ``"none"`` (full attention over the atoms), ``"mask"`` (only along bonds
+            and to itself) or ``"spd"`` (full attention plus a learned score bias per
+            shortest-path distance).
         max_distance: with ``"spd"``: distances beyond this share one bucket.
         pooling: ``"attention"`` (its weights are what ``show`` shades atoms by), ``"mean"``,
             ``"max"``; :data:`attnlab.models.pooling.POOLINGS`.
@@ -63,7 +65,7 @@ class MoleculeModelConfig:
             octanol's chain length (on FreeSolv this halves the error of attention pooling).
     """
 
-    dim: int = 128
+    dim: int = 64
     depth: int = 3
     heads: int = 4
     ff_hidden: int | None = None
