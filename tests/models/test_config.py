@@ -20,6 +20,8 @@ from attnlab.models import (
     TransformerSequenceEncoder,
     build_encoder,
 )
+from attnlab.models.cnn_attention import ConvAttentionEncoder
+from attnlab.models.encoder_config import ConvAttentionEncoderConfig
 from attnlab.models.encoders import SequenceEncoder
 from attnlab.positional import Rotary
 
@@ -28,11 +30,12 @@ BUILT = {
     "fc": (FCEncoderConfig, FCEncoder),
     "cnn": (CNNEncoderConfig, CNNEncoder),
     "rnn": (RNNEncoderConfig, RNNEncoder),
+    "cnn-attention": (ConvAttentionEncoderConfig, ConvAttentionEncoder),
 }
 
 
 def test_every_registered_encoder_has_a_config_kind():
-    assert list(EncoderConfig.kinds()) == ["transformer", "fc", "cnn", "rnn"]
+    assert list(EncoderConfig.kinds()) == ["transformer", "fc", "cnn", "rnn", "cnn-attention"]
     assert set(ENCODERS) == set(BUILT)
 
 

@@ -26,6 +26,7 @@ SMALL = {
     "fc": dict(context=3, hidden=12, depth=2),
     "cnn": dict(channels=12, depth=2, kernel=3),
     "rnn": dict(hidden=6, depth=2, cell="lstm", bidirectional=True),
+    "cnn-attention": dict(widths=(2, 3), maps=4, depth=1, heads=2, ff_hidden=16),
 }
 
 

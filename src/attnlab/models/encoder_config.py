@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 from ..attention_config import AttentionConfig
 from ..positional import POSITIONAL
 from .baselines import CNNEncoder, FCEncoder, RNNEncoder
+from .cnn_attention import ConvAttentionEncoder
 from .encoders import ENCODERS, SequenceEncoder, TransformerSequenceEncoder
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "FCEncoderConfig",
     "CNNEncoderConfig",
     "RNNEncoderConfig",
+    "ConvAttentionEncoderConfig",
 ]
 
 #: kind name -> its config dataclass (filled by ``@_encoder_config``)
@@ -322,6 +324,38 @@ class RNNEncoderConfig(EncoderConfig):
         return RNNEncoder(
             dim, hidden=self.hidden, depth=self.depth, cell=self.cell,
             bidirectional=self.bidirectional, dropout=self.dropout,
+        )  # fmt: skip
+
+
+@_encoder_config("cnn-attention")
+@dataclass
+class ConvAttentionEncoderConfig(EncoderConfig):
+    """Kim's multi-width CNN with Transformer blocks on top
+    (:class:`~attnlab.models.cnn_attention.ConvAttentionEncoder`; the lecture's "use both").
+    ``depth`` counts the Transformer blocks (0: Kim's CNN alone); the output width is
+    ``len(widths) * maps``.
+
+    Args:
+        widths: convolution widths (Kim: 3, 4, 5); ``--model.encoder.widths=[3,4,5]``.
+        maps: feature maps per width (Kim: 100).
+        heads: attention heads; must divide ``len(widths) * maps``.
+        ff_hidden: feed-forward hidden width (None: 4 x the feature width).
+        positional: positional encoding of the blocks, or none (the convolutions see word
+            order within their windows).
+    """
+
+    kind: str = "cnn-attention"
+    depth: int = 1
+    widths: tuple[int, ...] = (3, 4, 5)
+    maps: int = 100
+    heads: int = 4
+    ff_hidden: int | None = None
+    positional: str | None = None
+
+    def build(self, dim: int) -> SequenceEncoder:
+        return ConvAttentionEncoder(
+            dim, widths=self.widths, maps=self.maps, depth=self.depth, heads=self.heads,
+            ff_hidden=self.ff_hidden, dropout=self.dropout, positional=self.positional,
         )  # fmt: skip
 
 
