@@ -111,3 +111,37 @@ def test_positional_encoding_is_optional_and_keeps_padding_invariance():
 def test_bad_settings_are_named(kw, match):
     with pytest.raises(ValueError, match=match):
         make(**kw)
+
+
+def test_trains_end_to_end_from_the_command_line(tmp_path, capsys):
+    """``attnlab train sst2 --model.encoder.kind=cnn-attention`` on the 12 fixture sentences:
+    the run records the kind, fits its training sentences, and predicts from the checkpoint."""
+    import json
+    from pathlib import Path
+
+    from attnlab.cli import main
+
+    data = Path(__file__).resolve().parents[1] / "tasks" / "data"
+    out = tmp_path / "run"
+    torch.manual_seed(0)
+    args = [
+        "train", "sst2", f"--out_dir={out}",
+        f"--task_options.train_file={data / 'sentiment.train.txt'}",
+        f"--task_options.dev_file={data / 'sentiment.train.txt'}",
+        f"--task_options.test_file={data / 'sentiment.test.txt'}",
+        "--model.encoder.kind=cnn-attention", "--model.encoder.widths=[2,3]",
+        "--model.encoder.maps=8", "--model.encoder.heads=2", "--model.encoder.depth=1",
+        "--model.input.dim=16", "--model.input.char_features=false",
+        "--model.head.pooling=max", "--model.head.dropout=0.0", "--model.input.word_dropout=0",
+        "--train.epochs=15", "--train.batch_size=4", "--train.lr=1e-2", "--train.log_every=0",
+        "--train.device=cpu",
+    ]  # fmt: skip
+    assert main(args) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"]["encoder"]["kind"] == "cnn-attention"
+    assert config["model"]["encoder"]["widths"] == [2, 3]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["best_score"] == 1.0  # dev = the training sentences: fitted
+    capsys.readouterr()
+    assert main(["predict", str(out), "a great film", "a dull film"]) == 0
+    assert set(capsys.readouterr().out.split()) <= {"negative", "positive"}
