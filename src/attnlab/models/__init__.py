@@ -24,6 +24,7 @@ from . import baselines as _baselines
 from .baselines import CNNEncoder, FCEncoder, RNNEncoder
 from .batch import WORD_SHAPES, encode_batch, word_shape
 from .chars import CharCNN
+from .cnn_attention import ConvAttentionEncoder
 from .config import (
     CNNEncoderConfig,
     EncoderConfig,
@@ -37,6 +38,7 @@ from .config import (
     build_inputs,
     build_model,
 )
+from .encoder_config import ConvAttentionEncoderConfig
 from .encoders import (
     ENCODERS,
     EncodedSequence,
@@ -64,6 +66,8 @@ __all__ = [
     "CNNEncoderConfig",
     "CharCNN",
     "CharVocabulary",
+    "ConvAttentionEncoder",
+    "ConvAttentionEncoderConfig",
     "EmbeddingInput",
     "EncodedSequence",
     "EncoderConfig",

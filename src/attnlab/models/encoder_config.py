@@ -1,8 +1,8 @@
 """One configuration dataclass per kind of sequence encoder, chosen by its ``kind`` field.
 
 :class:`EncoderConfig` is the base (and the config of a registered encoder without one of its
-own); :class:`TransformerEncoderConfig`, :class:`FCEncoderConfig`, :class:`CNNEncoderConfig`
-and :class:`RNNEncoderConfig` hold only their kind's settings, so a setting of another kind is
+own); :class:`TransformerEncoderConfig`, :class:`FCEncoderConfig`, :class:`CNNEncoderConfig`,
+:class:`RNNEncoderConfig` and :class:`ConvAttentionEncoderConfig` hold only their kind's settings, so a setting of another kind is
 an error that names the kind and its fields rather than a silently ignored value.
 ``--model.encoder.kind=cnn`` swaps the dataclass (:meth:`EncoderConfig.switch_kind`), keeping
 the settings the kinds share; :meth:`EncoderConfig.migrate` reads the old spellings (the flat
@@ -96,7 +96,8 @@ class EncoderConfig(metaclass=_ChosenByKind):
 
     Args:
         kind: which encoder: ``transformer``, ``fc`` (fully connected over a context of ``k``
-            vectors; old name ``window``), ``cnn``, ``rnn`` or another registered encoder;
+            vectors; old name ``window``), ``cnn``, ``rnn``, ``cnn-attention`` (Kim's CNN
+            under Transformer blocks) or another registered encoder;
             setting it switches to that kind's settings.
         depth: number of layers (blocks / hidden layers / convolutions / recurrent layers).
         dropout: dropout in the encoder during training.
