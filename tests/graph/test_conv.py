@@ -105,6 +105,14 @@ def test_the_cached_edge_list_follows_in_place_edits():
     torch.testing.assert_close(layer(x, other), peer(x, other))
 
 
+@pytest.mark.parametrize("cls", [GATConv, GATv2Conv, GCNConv])
+def test_int32_edge_index_gives_the_same_output(cls):
+    torch.manual_seed(0)
+    layer = cls(FEAT, 4).double()
+    x, ei, _ = graph()
+    torch.testing.assert_close(layer(x, ei.int()), layer(x, ei))
+
+
 def test_dropout_applies_in_training_only():
     torch.manual_seed(0)
     layer = GATConv(FEAT, 4, heads=2, dropout=0.5).double()

@@ -224,7 +224,7 @@ def edge_attention(
     n = q.shape[2]
     if check:
         check_edge_index(edge_index, n)
-    src, dst = edge_index[0], edge_index[1]
+    src, dst = edge_index[0].long(), edge_index[1].long()
     # Node-major copies, so every gather and scatter runs along dim 0 on contiguous rows.
     qn, kn, vn = (t.permute(2, 0, 1, 3) for t in (q, k, v))  # (n, b, h, d)
     s = edge_scores(get_score(score), qn, kn, src, dst)  # (E, b, h)

@@ -100,6 +100,6 @@ class EdgeCache:
         key = (edge_index._version, num_nodes, edge_index.device)
         if self._edge_index is edge_index and self._key == key:
             return self._value
-        value = make(check_edge_index(edge_index, num_nodes))
+        value = make(check_edge_index(edge_index, num_nodes).long())  # int32 ids welcome too
         self._edge_index, self._key, self._value = edge_index, key, value
         return value
