@@ -159,8 +159,10 @@ class AttentionNet(NodeModel):
 
     ``graph_attention``: masked to the edges (and self loops) by :func:`attnlab.masks.graph`;
     ``full_lappe``: unmasked, with :class:`~attnlab.positional.LaplacianPE` added to the
-    projected features. ``input -> Linear -> attention -> ELU -> attention -> Linear``, with
-    dropout before each linear and attention layer.
+    projected features and a residual connection around each attention layer (without edges,
+    attention alone would average every node's features into the same vector).
+    ``input -> Linear -> attention -> ELU -> attention -> Linear``, with dropout before each
+    linear and attention layer.
     """
 
     def __init__(self, in_dim: int, num_classes: int, cfg: GraphModelConfig) -> None:
@@ -189,7 +191,10 @@ class AttentionNet(NodeModel):
         attention = []
         for i, attn in enumerate((self.attn1, self.attn2)):
             res = attn(F.dropout(h, self.p, self.training), mask=mask, need_weights=need_weights)
-            h = F.elu(res.out) if i == 0 else res.out
+            # Without edges, attention averages over all nodes: a node's own features reach
+            # the output only through a residual connection (as in a Transformer block).
+            out = h + res.out if self.full else res.out
+            h = F.elu(out) if i == 0 else out
             if need_weights:
                 attention.append(_edge_weights(res.weights[0], edges, n))
         return self.out(F.dropout(h[0], self.p, self.training)), attention

@@ -1,0 +1,109 @@
+"""Every graph model kind: shapes, finite outputs on isolated nodes, gradients, weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.tasks.graph import MODEL_KINDS, GraphModelConfig, build_node_model
+from attnlab.tasks.graph.models import feature_dropout
+
+N, F, C = 12, 5, 3
+
+
+def tiny_batch(isolated: bool = True) -> dict[str, torch.Tensor]:
+    """A ring over nodes 0..8; nodes 9..11 have no edge at all (as CiteSeer's padded ones)."""
+    from attnlab.positional import laplacian_eigenvectors
+
+    gen = torch.Generator().manual_seed(0)
+    ring = torch.arange(9)
+    src = torch.cat([ring, (ring + 1) % 9])
+    dst = torch.cat([(ring + 1) % 9, ring])
+    edges = torch.stack([src, dst])
+    x = torch.rand(N, F, generator=gen)
+    if isolated:
+        x[-1] = 0.0  # no features either
+    return {"x": x, "edge_index": edges, "eigvecs": laplacian_eigenvectors(edges, N, 4)}
+
+
+def model_of(kind: str):
+    cfg = GraphModelConfig(kind=kind, hidden=4, heads=2, lappe_k=4)
+    return build_node_model(cfg, in_dim=F, num_classes=C)
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_shapes_finite_and_gradients(kind):
+    torch.manual_seed(0)
+    model = model_of(kind)
+    batch = tiny_batch()
+    logits = model(batch)
+    assert logits.shape == (N, C)
+    assert torch.isfinite(logits).all()  # isolated nodes included
+    logits.sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_eval_deterministic_and_weights(kind):
+    model = model_of(kind).eval()
+    batch = tiny_batch()
+    with torch.no_grad():
+        out = model(batch, need_weights=True)
+        again = model(batch)
+    assert torch.allclose(out.logits, again, atol=1e-6)  # the weights may take another kernel
+    if kind in ("mlp", "gcn"):
+        assert out.attention == []
+        return
+    assert len(out.attention) == 2
+    for edges, weights in out.attention:
+        assert edges.shape[0] == 2 and weights.shape[0] == edges.shape[1]
+        assert ((weights >= 0) & (weights <= 1 + 1e-6)).all()
+        if kind != "full_lappe":  # along the edges the weights of each node sum to one
+            sums = torch.zeros(N, weights.shape[1]).index_add_(0, edges[1], weights)
+            assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
+
+
+def test_mlp_ignores_edges():
+    model = model_of("mlp").eval()
+    batch = tiny_batch()
+    other = {**batch, "edge_index": batch["edge_index"][:, :3]}
+    assert torch.equal(model(batch), model(other))
+
+
+def test_full_lappe_ignores_edges_beyond_its_encodings():
+    model = model_of("full_lappe").eval()
+    batch = tiny_batch()
+    other = {**batch, "edge_index": batch["edge_index"][:, :3]}  # same eigvecs, fewer edges
+    assert torch.equal(model(batch), model(other))
+
+
+def test_graph_attention_sees_only_neighbours():
+    """Changing an isolated node's features changes no other node's output."""
+    model = model_of("graph_attention").eval()
+    batch = tiny_batch()
+    other = {**batch, "x": batch["x"].clone()}
+    other["x"][10] += 1.0
+    a, b = model(batch), model(other)
+    keep = torch.arange(N) != 10
+    assert torch.allclose(a[keep], b[keep], atol=1e-6)
+    assert not torch.allclose(a[10], b[10])
+
+
+def test_feature_dropout_is_dropout_on_nonzeros():
+    torch.manual_seed(0)
+    x = torch.zeros(200, 50)
+    x[::3, ::7] = 1.0
+    out = feature_dropout(x, 0.5, True)
+    assert bool((out[x == 0] == 0).all())
+    kept = out[x != 0]
+    assert set(kept.unique().tolist()) <= {0.0, 2.0}
+    assert 0.3 < float((kept > 0).float().mean()) < 0.7
+    assert feature_dropout(x, 0.5, False) is x
+
+
+@pytest.mark.parametrize(("field", "value"), [("kind", "transformer"), ("heads", 0),
+                                              ("dropout", 1.0)])  # fmt: skip
+def test_bad_config(field, value):
+    with pytest.raises(ValueError, match=f"model.{field}"):
+        GraphModelConfig(**{field: value})
