@@ -60,11 +60,13 @@ GAT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kw", GAT_CASES + [dict(heads=2, share_weights=True)], ids=str)
-@pytest.mark.parametrize("ours, theirs", [(GATConv, "GATConv"), (GATv2Conv, "GATv2Conv")])
+@pytest.mark.parametrize(
+    "ours, theirs, kw",
+    [(GATConv, "GATConv", kw) for kw in GAT_CASES]
+    + [(GATv2Conv, "GATv2Conv", kw) for kw in [*GAT_CASES, dict(heads=2, share_weights=True)]],
+    ids=str,
+)
 def test_gat_equals_pyg(ours, theirs, kw):
-    if "share_weights" in kw and ours is GATConv:
-        pytest.skip("GATv2 only")
     layer, peer = pair(ours, getattr(pyg, theirs), **kw)
     layer.eval(), peer.eval()
     x, ei, ea = graph()
