@@ -110,3 +110,21 @@ def test_invalid_arguments():
         EmbeddingInput(10, 8, word_dropout=1.0)
     with pytest.raises(ValueError, match="odd"):
         CharCNN(10, kernel=2)
+
+
+def test_embed_init_draws_kims_uniform_and_keeps_padding_zero():
+    torch.manual_seed(0)
+    emb = EmbeddingInput(500, 300, embed_init=0.25).embed.weight
+    assert emb[1:].abs().max() <= 0.25 and emb[1:].abs().max() > 0.24
+    assert (emb[PAD_ID] == 0).all()
+    assert abs(emb[1:].std().item() - 0.25 / 3**0.5) < 0.005  # U[-a, a]: std a / sqrt(3)
+    with pytest.raises(ValueError, match="embed_init must be > 0"):
+        EmbeddingInput(10, 4, embed_init=0.0)
+
+
+def test_embed_init_is_an_input_config_setting():
+    from attnlab.models import InputConfig, build_inputs
+
+    inputs = build_inputs(InputConfig(char_features=False, embed_init=0.1), vocab_size=50,
+                          char_vocab_size=None)  # fmt: skip
+    assert inputs.embed.weight.abs().max() <= 0.1

@@ -70,6 +70,8 @@ class InputConfig:
         shape_dim: > 0 adds word-shape features of this width (needs ``batch["shapes"]``).
         word_dropout: probability of replacing a word by ``<unk>`` during training.
         dropout: dropout on the input vectors during training.
+        embed_init: word embeddings from U[-a, a] with this ``a`` (Kim 2014: 0.25); none:
+            N(0, 1). With random embeddings trained from scratch, 0.25 lets Adam move them.
     """
 
     kind: str = "embedding"
@@ -81,6 +83,7 @@ class InputConfig:
     shape_dim: int = 0
     word_dropout: float = 0.05
     dropout: float = 0.1
+    embed_init: float | None = None
 
 
 @dataclass
@@ -150,7 +153,7 @@ def build_inputs(
         char_dim=cfg.char_dim,
         char_channels=cfg.char_channels if cfg.char_features else None,
         char_kernel=cfg.char_kernel, shape_dim=cfg.shape_dim,
-        word_dropout=cfg.word_dropout, dropout=cfg.dropout,
+        word_dropout=cfg.word_dropout, dropout=cfg.dropout, embed_init=cfg.embed_init,
     )  # fmt: skip
 
 

@@ -124,6 +124,11 @@ class EmbeddingInput(nn.Module):
             ``batch["shapes"]``).
         word_dropout: probability of replacing a word id by ``<unk>`` during training.
         dropout: dropout on the output vectors during training.
+        embed_init: draw the word embeddings from :math:`U[-a, a]` with this ``a`` (Kim 2014:
+            0.25, the spread of pre-trained vectors); None: PyTorch's :math:`N(0, 1)`. Why it
+            matters from scratch: Adam moves a weight by about ``lr`` per step whatever its
+            scale, so rows of norm :math:`\sqrt{d}` barely change in a few epochs, and a
+            rarely seen word keeps its random vector.
 
     Shapes:
         - batch["tokens"]: ``(b, n)``; batch["chars"]: ``(b, n, c)``; batch["shapes"]: ``(b, n)``
@@ -142,6 +147,7 @@ class EmbeddingInput(nn.Module):
         shape_dim: int = 0,
         word_dropout: float = 0.0,
         dropout: float = 0.0,
+        embed_init: float | None = None,
     ) -> None:
         super().__init__()
         if vocab_size < 2:
@@ -154,6 +160,12 @@ class EmbeddingInput(nn.Module):
         self.out_dim = dim
         self.word_dropout = word_dropout
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
+        if embed_init is not None:
+            if not embed_init > 0:
+                raise ValueError(f"embed_init must be > 0 (or None for N(0, 1)), got {embed_init}")
+            with torch.no_grad():
+                self.embed.weight.uniform_(-embed_init, embed_init)
+                self.embed.weight[PAD_ID] = 0.0
         self.chars = None
         if char_vocab_size is not None:
             self.chars = CharCNN(
