@@ -264,11 +264,21 @@ class MultiHeadAttention(nn.Module):
                 "knows the queries' positions, rather than a dense tensor"
             )
 
+    def train(self, mode: bool = True) -> MultiHeadAttention:
+        # Fused AdamW (torch 2.13, CPU) updates parameters without bumping their version, so
+        # the version key alone let an evaluation reuse the previous evaluation's q/kv weights
+        # (the trainer's dev scores then froze after the first). Switching mode drops the cache:
+        # the trainer (and users) call train() before optimizer steps and eval() after.
+        self.__dict__.pop("_qkv_cache", None)
+        return super().train(mode)
+
     def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
         """``[W_q; W_kv]`` and ``[b_q; b_kv]`` for one self-attention matmul.
 
         Without autograd the concatenation is cached until a parameter changes (an in-place
-        update bumps its version; ``.to()`` gives new storage), so inference pays no copy.
+        update bumps its version; ``.to()`` gives new storage) or the mode switches
+        (:meth:`train` / ``eval()``: fused optimizers do not bump versions), so inference pays
+        no copy.
         """
         params = [self.q_proj.weight, self.kv_proj.weight]
         if self.q_proj.bias is not None:

@@ -115,3 +115,24 @@ def test_extensive_readout_counts_atoms(extensive, same):
     m = MoleculeModel(NUM_ATOM_FEATURES, cfg).eval()
     one, two = m(batch_of(["CCO"])), m(batch_of(["CCO.CCO"]))
     assert torch.allclose(one, two, atol=1e-5) == same
+
+
+def test_evaluation_sees_the_weights_of_a_fused_adamw_step():
+    # Fused AdamW does not bump parameter versions; an evaluation after a step must still use
+    # the new q/kv projections, not the previous evaluation's cached concatenation.
+    from attnlab.train.optim import build_optimizer
+
+    m, b = model("none"), batch_of(SMILES)
+    opt = build_optimizer(m, lr=1e-2, weight_decay=0.0)
+    with torch.no_grad():
+        m(b)  # fills the attention layers' inference cache
+    m.train()
+    m(b).sum().backward()
+    opt.step()
+    m.eval()
+    with torch.no_grad():
+        cached = m(b)
+    fresh = MoleculeModel(NUM_ATOM_FEATURES, m.config).eval()
+    fresh.load_state_dict(m.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(cached, fresh(b))
