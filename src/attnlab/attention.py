@@ -291,6 +291,8 @@ class MultiHeadAttention(nn.Module):
         bias = torch.cat(params[2:]) if len(params) > 2 else None
         if not torch.is_grad_enabled():
             self.__dict__["_qkv_cache"] = (key, w, bias)
+        else:  # a training forward: an optimizer step may follow, versions bumped or not
+            self.__dict__.pop("_qkv_cache", None)
         return w, bias
 
     # ---- interop ----------------------------------------------------------------------------
