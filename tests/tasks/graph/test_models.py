@@ -100,6 +100,7 @@ def test_feature_dropout_is_dropout_on_nonzeros():
     assert set(kept.unique().tolist()) <= {0.0, 2.0}
     assert 0.3 < float((kept > 0).float().mean()) < 0.7
     assert feature_dropout(x, 0.5, False) is x
+    assert bool((out[x == 0] == 0).all())
 
 
 @pytest.mark.parametrize(("field", "value"), [("kind", "transformer"), ("heads", 0),
@@ -107,3 +108,33 @@ def test_feature_dropout_is_dropout_on_nonzeros():
 def test_bad_config(field, value):
     with pytest.raises(ValueError, match=f"model.{field}"):
         GraphModelConfig(**{field: value})
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_sparse_features_equal_dense(kind):
+    """Planetoid's features travel as a sparse COO tensor: same outputs and gradients."""
+    torch.manual_seed(0)
+    model = model_of(kind).eval()
+    batch = tiny_batch()
+    batch["x"][batch["x"] < 0.5] = 0.0
+    sparse = {**batch, "x": batch["x"].to_sparse()}
+    dense_out = model(batch)
+    dense_out.sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    sparse_out = model(sparse)
+    sparse_out.sum().backward()
+    torch.testing.assert_close(sparse_out, dense_out, atol=1e-5, rtol=1e-5)
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(p.grad, g, atol=1e-5, rtol=1e-5)
+    model.train()
+    assert torch.isfinite(model(sparse)).all()
+
+
+def test_sparse_feature_dropout_keeps_the_pattern():
+    torch.manual_seed(0)
+    x = torch.zeros(100, 40)
+    x[::2, ::5] = 1.0
+    out = feature_dropout(x.to_sparse(), 0.5, True).to_dense()
+    assert bool((out[x == 0] == 0).all())
+    assert set(out[x != 0].unique().tolist()) <= {0.0, 2.0}
