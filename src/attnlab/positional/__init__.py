@@ -15,6 +15,10 @@ recurrent      :class:`Recurrent`          input        yes (more RNN steps)
 
 Pass a module to ``MultiHeadAttention(...)(x, positional=pe)``; build one from a name only at
 the config / CLI boundary with :func:`make_positional`.
+
+Graph nodes have no index: :class:`LaplacianPE` adds a projection of the graph Laplacian's
+eigenvectors (:func:`laplacian_eigenvectors`) to node features; it takes the eigenvectors, not a
+length, so it is not in :data:`POSITIONAL`.
 """
 
 from __future__ import annotations
