@@ -19,7 +19,6 @@ from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from .data import NodeGraph
-    from .task import NodeTask
 
 __all__ = ["draw_neighbourhood", "neighbourhood", "MAX_DRAWN_NODES", "WHOLE_GRAPH_NODES"]
 
@@ -43,10 +42,13 @@ def neighbourhood(edge_index: Tensor, node: int, hops: int = 2, cap: int = MAX_D
 
 
 def draw_neighbourhood(
-    task: NodeTask, model: nn.Module, graph: NodeGraph, node: int, out: str | Path, *,
+    task: Any, model: nn.Module, graph: NodeGraph, node: int, out: str | Path, *,
     title: str = "",
 ) -> Path:  # fmt: skip
-    """Draw ``node``'s neighbourhood under ``model`` into the PNG ``out`` (module docstring)."""
+    """Draw ``node``'s neighbourhood under ``model`` into the PNG ``out`` (module docstring).
+
+    ``task`` is the :class:`~.task.NodeTask` (its ``classes`` and batches; not imported here,
+    as the task imports this module)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
