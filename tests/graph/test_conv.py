@@ -115,6 +115,14 @@ def test_int32_edge_index_gives_the_same_output(cls):
     torch.testing.assert_close(layer(x, ei.int()), layer(x, ei))
 
 
+def test_gcn_weights_follow_the_input_dtype():
+    layer, peer = pair(GCNConv, pyg.GCNConv)
+    x, ei, _ = graph()
+    layer.float()(x.float(), ei)  # caches the graph's weights in float32
+    layer.double().load_state_dict(peer.state_dict())  # undo the float32 round trip
+    torch.testing.assert_close(layer(x, ei), peer(x, ei), rtol=1e-12, atol=1e-12)
+
+
 def test_dropout_applies_in_training_only():
     torch.manual_seed(0)
     layer = GATConv(FEAT, 4, heads=2, dropout=0.5).double()

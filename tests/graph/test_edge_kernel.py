@@ -164,3 +164,17 @@ def test_edges_backend_refuses_what_it_cannot_compute(change, match):
         setattr(p, key, val)
     with pytest.raises(ValueError, match=f"backend 'edges' cannot compute this request: .*{match}"):
         run_backend("edges", p)
+
+
+def test_edges_backend_dropout_trains_and_eval_is_exact():
+    torch.manual_seed(0)
+    n = 30
+    mask = masks.graph(random_graph(n, 60), n)
+    mha = MultiHeadAttention(16, 4, backend="edges", dropout=0.5).double()
+    x = torch.randn(2, n, 16, dtype=F64)
+    a, b = mha(x, mask=mask).out, mha(x, mask=mask).out
+    assert torch.isfinite(a).all() and not torch.equal(a, b)  # dropped differently
+    mha.eval()
+    ref = MultiHeadAttention(16, 4, backend="reference").double().eval()
+    ref.load_state_dict(mha.state_dict())
+    torch.testing.assert_close(mha(x, mask=mask).out, ref(x, mask=mask).out)

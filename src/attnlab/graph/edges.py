@@ -94,10 +94,12 @@ class EdgeCache:
         self._edge_index: Tensor | None = None
         self._value = None
 
-    def get(self, edge_index: Tensor, num_nodes: int, make):
+    def get(self, edge_index: Tensor, num_nodes: int, make, extra: tuple = ()):
+        """``make(edge_index as long)``, validated and computed once per graph; ``extra``: more
+        that the value depends on (e.g. a dtype)."""
         if not isinstance(edge_index, Tensor):
             check_edge_index(edge_index, num_nodes)  # raises, naming what was given
-        key = (edge_index._version, num_nodes, edge_index.device)
+        key = (edge_index._version, num_nodes, edge_index.device, *extra)
         if self._edge_index is edge_index and self._key == key:
             return self._value
         value = make(check_edge_index(edge_index, num_nodes).long())  # int32 ids welcome too

@@ -112,7 +112,7 @@ class GCNConv(nn.Module):
                 return ei, None
             return gcn_norm(ei, None, n, add_self_loops=self.add_self_loops, dtype=x.dtype)
 
-        used, w = self._edges.get(edge_index, n, make)  # the weights depend on the graph only
+        used, w = self._edges.get(edge_index, n, make, (x.dtype,))  # the graph's weights
         if edge_weight is not None and self.normalize:
             used, w = gcn_norm(edge_index, edge_weight, n, add_self_loops=self.add_self_loops)
         elif not self.normalize:
