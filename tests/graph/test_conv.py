@@ -107,6 +107,22 @@ def test_the_cached_edge_list_follows_in_place_edits():
     torch.testing.assert_close(layer(x, other), peer(x, other))
 
 
+@pytest.mark.parametrize("cls", [GATConv, GATv2Conv])
+def test_edge_order_permutes_the_weights_only(cls):
+    # Sorted by destination (the kernel's order, no sort needed) or shuffled: the same output,
+    # and the weights come back in the order of the edges given.
+    torch.manual_seed(0)
+    layer = cls(FEAT, 4, heads=2, add_self_loops=False).double()
+    x, ei, _ = graph()
+    ei = ei[:, torch.argsort(ei[1], stable=True)]
+    out, (used, alpha) = layer(x, ei, return_attention_weights=True)
+    shuffle = torch.randperm(ei.shape[1])
+    out2, (used2, alpha2) = layer(x, ei[:, shuffle], return_attention_weights=True)
+    torch.testing.assert_close(out2, out)
+    assert torch.equal(used2, ei[:, shuffle])
+    torch.testing.assert_close(alpha2, alpha[shuffle])
+
+
 @pytest.mark.parametrize("cls", [GATConv, GATv2Conv, GCNConv])
 def test_int32_edge_index_gives_the_same_output(cls):
     torch.manual_seed(0)

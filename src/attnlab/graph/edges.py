@@ -6,6 +6,8 @@ Legend: ``n`` nodes, ``E`` edges, ``f`` edge feature size.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -17,6 +19,7 @@ __all__ = [
     "add_self_loops",
     "add_remaining_self_loops",
     "EdgeCache",
+    "SortedEdges",
 ]
 
 
@@ -78,6 +81,40 @@ def add_remaining_self_loops(
     loop_w = edge_weight.new_full((num_nodes, *edge_weight.shape[1:]), fill_value)
     loop_w[edge_index[0, is_loop]] = edge_weight[is_loop]
     return out, torch.cat([edge_weight[~is_loop], loop_w])
+
+
+class SortedEdges(NamedTuple):
+    """An edge list in the caller's order (``used``) and sorted by destination for the kernel.
+
+    Sorting by destination turns the scatters over each node's incoming edges (the softmax's
+    max and sum, the aggregation) into sequential writes; on a million-node graph that halves
+    the scatter-max's time. ``order[k]`` is the caller's index of sorted edge ``k`` (None when
+    the list is already sorted), ``inverse`` its inverse (weights back to the caller's order).
+    """
+
+    used: Tensor  # (2, E) the caller's order (PyG's, returned with the attention weights)
+    src: Tensor  # (E,) sorted by destination
+    dst: Tensor  # (E,) non-decreasing
+    order: Tensor | None
+    inverse: Tensor | None
+
+    @classmethod
+    def of(cls, used: Tensor) -> SortedEdges:
+        dst = used[1]
+        if dst.numel() < 2 or bool((dst[1:] >= dst[:-1]).all()):
+            return cls(used, used[0], dst, None, None)
+        order = torch.argsort(dst, stable=True)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.numel(), device=order.device)
+        return cls(used, used[0, order], dst[order], order, inverse)
+
+    def sort(self, t: Tensor | None) -> Tensor | None:
+        """Per-edge ``t`` (caller's order) in the sorted order."""
+        return t if t is None or self.order is None else t.index_select(0, self.order)
+
+    def unsort(self, t: Tensor) -> Tensor:
+        """Per-edge ``t`` (sorted order) back in the caller's order."""
+        return t if self.inverse is None else t.index_select(0, self.inverse)
 
 
 class EdgeCache:

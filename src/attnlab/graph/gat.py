@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..backends.edge_ops import edge_aggregate, edge_softmax
-from .edges import EdgeCache, add_self_loops, check_node_features
+from .edges import EdgeCache, SortedEdges, add_self_loops, check_node_features
 
 __all__ = ["GATConv", "GATv2Conv"]
 
@@ -78,18 +78,18 @@ class _GraphAttention(nn.Module):
 
     # ---- edges -------------------------------------------------------------------------------
     def _prepare(self, edge_index: Tensor, n: int, edge_attr: Tensor | None):
-        """``(edge_index_used, edge_attr_used)``: PyG's order (self loops removed, one loop per
-        node appended) when ``add_self_loops``; the edge list part cached per graph."""
+        """``(edges, edge_attr)``: the edges used (:class:`SortedEdges`: PyG's order, self
+        loops removed and one per node appended when ``add_self_loops``, and sorted by
+        destination), cached per graph; the edge features in the sorted order."""
 
         def make(ei: Tensor):
-            if not self.add_self_loops:
-                return ei, None
-            keep = ei[0] != ei[1]
-            return add_self_loops(ei[:, keep], None, n)[0], keep
+            keep = ei[0] != ei[1] if self.add_self_loops else None
+            used = add_self_loops(ei[:, keep], None, n)[0] if self.add_self_loops else ei
+            return SortedEdges.of(used), keep
 
-        used, keep = self._edges.get(edge_index, n, make)
+        edges, keep = self._edges.get(edge_index, n, make)
         if edge_attr is None:
-            return used, None
+            return edges, None
         if self.edge_dim is None:
             raise ValueError(
                 "edge_attr was given but the layer was built with edge_dim=None; build it with "
@@ -104,17 +104,18 @@ class _GraphAttention(nn.Module):
             )
         if keep is not None:
             _, ea = add_self_loops(edge_index[:, keep], ea[keep], n, self.fill_value)
-        return used, ea
+        return edges, edges.sort(ea)
 
     def _edge_features(self, edge_attr: Tensor) -> Tensor:
         return self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)  # (E, H, C)
 
-    def _finish(self, out: Tensor, edge_index: Tensor, alpha: Tensor, weights: bool):
-        """Heads concatenated or averaged, bias added, the weights appended when asked for."""
+    def _finish(self, out: Tensor, edges: SortedEdges, alpha: Tensor, weights: bool):
+        """Heads concatenated or averaged, bias added, the weights appended (in the order of
+        the returned edge index, PyG's) when asked for."""
         out = out.reshape(out.shape[0], -1) if self.concat else out.mean(dim=1)  # (n, H*C | C)
         if self.bias is not None:
             out = out + self.bias
-        return (out, (edge_index, alpha)) if weights else out
+        return (out, (edges.used, edges.unsort(alpha))) if weights else out
 
     # ---- PyG ---------------------------------------------------------------------------------
     @classmethod
@@ -229,8 +230,8 @@ class GATConv(_GraphAttention):
         """See the class docstring for the maths and shapes."""
         check_node_features(x, self.in_channels)
         n, H, C = x.shape[0], self.heads, self.out_channels
-        used, ea = self._prepare(edge_index, n, edge_attr)
-        src, dst = used[0], used[1]
+        edges, ea = self._prepare(edge_index, n, edge_attr)
+        src, dst = edges.src, edges.dst
         h = self.lin(x).view(n, H, C)  # (n, H, C)
         # The score splits into source and destination terms: two (n, H) vectors, not (E, H, C),
         # both from one (n, H*C) x (H*C, 2H) product with the attention vectors on the block
@@ -243,7 +244,7 @@ class GATConv(_GraphAttention):
         alpha = edge_softmax(F.leaky_relu(alpha, self.negative_slope), dst, n)
         alpha = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
         out = edge_aggregate(h, alpha, src, dst, n)  # (n, H, C)
-        return self._finish(out, used, alpha, return_attention_weights)
+        return self._finish(out, edges, alpha, return_attention_weights)
 
 
 class GATv2Conv(_GraphAttention):
@@ -308,8 +309,8 @@ class GATv2Conv(_GraphAttention):
         """See the class docstring for the maths and shapes."""
         check_node_features(x, self.in_channels)
         n, H, C = x.shape[0], self.heads, self.out_channels
-        used, ea = self._prepare(edge_index, n, edge_attr)
-        src, dst = used[0], used[1]
+        edges, ea = self._prepare(edge_index, n, edge_attr)
+        src, dst = edges.src, edges.dst
         x_l = self.lin_l(x).view(n, H, C)  # (n, H, C): sources
         x_r = x_l if self.share_weights else self.lin_r(x).view(n, H, C)  # destinations
         z = x_l.index_select(0, src) + x_r.index_select(0, dst)  # (E, H, C)
@@ -319,4 +320,4 @@ class GATv2Conv(_GraphAttention):
         alpha = edge_softmax(alpha, dst, n)
         alpha = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
         out = edge_aggregate(x_l, alpha, src, dst, n)  # (n, H, C)
-        return self._finish(out, used, alpha, return_attention_weights)
+        return self._finish(out, edges, alpha, return_attention_weights)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ..backends.edge_ops import edge_aggregate
-from .edges import EdgeCache, add_remaining_self_loops, check_node_features
+from .edges import EdgeCache, SortedEdges, add_remaining_self_loops, check_node_features
 from .gat import _glorot
 
 __all__ = ["GCNConv", "gcn_norm"]
@@ -110,7 +110,9 @@ class GCNConv(nn.Module):
         def make(ei: Tensor):
             if not self.normalize:
                 return ei, None
-            return gcn_norm(ei, None, n, add_self_loops=self.add_self_loops, dtype=x.dtype)
+            used, w = gcn_norm(ei, None, n, add_self_loops=self.add_self_loops, dtype=x.dtype)
+            edges = SortedEdges.of(used)  # destination-major: sequential scatters
+            return torch.stack([edges.src, edges.dst]), edges.sort(w)
 
         used, w = self._edges.get(edge_index, n, make, (x.dtype,))  # the graph's weights
         if edge_weight is not None and self.normalize:
