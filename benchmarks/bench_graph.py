@@ -5,6 +5,7 @@ Usage::
 
     python benchmarks/bench_graph.py [--quick] [--threads N] [--out results/bench_graph.json]
     python benchmarks/bench_graph.py --scale [--sizes 10000,100000,1000000] [--quick]
+    python benchmarks/bench_graph.py --crossover [--quick]
 
 **Cora** (default): the GAT of Velickovic et al. 2018, two layers (8 heads x 8 hidden, ELU,
 then 1 head x 7 classes), full batch on Cora's graph (2,708 nodes, 1,433 features, 10,556
@@ -20,6 +21,10 @@ with :func:`attnlab.bench.time_call`; ``ratio`` = PyG time / attnlab time (> 1: 
 forward + backward time, peak RSS (``resource.getrusage``: the whole process so far, so the
 largest size's peak is the run's) and the exponent of time against E fitted over the sizes
 (1 = linear).
+
+**Crossover** (``--crossover``): ``MultiHeadAttention(64, 4)`` under ``masks.graph`` of a random
+graph at n = 2048 and densities 0.2% to 20%, fwd+bwd on the ``edges`` backend and on dense SDPA
+(same weights): where ``auto``'s density threshold (3%, ``_EDGES_MAX_DENSITY``) should sit.
 
 Run on a quiet machine; results go to ``--out`` as JSON and a table on stdout.
 """
@@ -166,9 +171,40 @@ def bench_scale(args) -> list[dict]:
     return rows
 
 
+def bench_crossover(args) -> list[dict]:
+    """The ``edges`` backend against dense SDPA under the same graph mask, by density: where
+    ``auto``'s ``_EDGES_MAX_DENSITY`` (attnlab.backends.edges) should sit on this machine."""
+    from attnlab import MultiHeadAttention, masks
+
+    n = 256 if args.quick else 2048
+    torch.manual_seed(0)
+    x = torch.randn(1, n, 64, requires_grad=True)
+    rows = []
+    for density in (0.002, 0.01, 0.03, 0.05, 0.1, 0.2):
+        ei = torch.randint(
+            0, n, (2, int(density * n * n)), generator=torch.Generator().manual_seed(1)
+        )
+        mask = masks.graph(ei, n)
+        layers = {b: MultiHeadAttention(64, 4, backend=b) for b in ("edges", "sdpa")}
+        layers["sdpa"].load_state_dict(layers["edges"].state_dict())
+
+        def step(layer):
+            layer(x, mask=mask).out.sum().backward()
+
+        t = {
+            b: time_call(lambda b=b: step(layers[b]), repeats=2 if args.quick else 10)
+            for b in layers
+        }
+        rows.append({"nodes": n, "density": density, "edges_ms": t["edges"] * 1e3,
+                     "sdpa_ms": t["sdpa"] * 1e3, "sdpa_over_edges": t["sdpa"] / t["edges"]})  # fmt: skip
+        print(f"density {density:5.3f}: edges {t['edges'] * 1e3:8.2f} ms  sdpa {t['sdpa'] * 1e3:8.2f} ms  sdpa/edges {t['sdpa'] / t['edges']:.2f}")  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", action="store_true", help="the scaling run instead of Cora")
+    ap.add_argument("--crossover", action="store_true", help="edges vs sdpa by graph density")
     ap.add_argument("--sizes", default="10000,100000,1000000", help="nodes, comma separated")
     ap.add_argument("--quick", action="store_true", help="a smoke run (sizes / 100, few repeats)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -180,6 +216,8 @@ def main() -> None:
     result = {"machine": machine(), "quick": args.quick}
     if args.scale:
         result["scale"] = bench_scale(args)
+    elif args.crossover:
+        result["crossover"] = bench_crossover(args)
     else:
         result["cora"] = bench_cora(args)
     out = Path(args.out if not args.quick else args.out.replace(".json", "_quick.json"))

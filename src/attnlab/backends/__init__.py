@@ -124,7 +124,7 @@ def select_backend(p: Problem) -> Backend:
     builds ``masks.local(256)`` on every call gets flex from its second call on.
 
     A graph mask (``masks.graph``) runs on the edge list (``edges``) when its edges cover at
-    most 5% of the ``i * j`` pairs or its dense mask would pass 2^28 pairs
+    most 3% of the ``i * j`` pairs or its dense mask would pass 2^28 pairs
     (:func:`~attnlab.backends.edges.edges_pay_off`), unless the weights or a bias are asked for.
     """
     b, h, i, j = p.shape

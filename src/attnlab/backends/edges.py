@@ -22,9 +22,10 @@ from .edge_ops import edge_attention
 __all__ = ["EdgeListBackend", "graph_edge_list", "edges_pay_off"]
 
 #: a graph whose edges (self loops included) cover at most this share of the n x n pairs runs on
-#: the edge list: per edge it pays a gather and a scatter, ~10-20x a dense score's cost, so the
-#: break-even is a few per cent (a guess to refine with `benchmarks/bench_graph.py`)
-_EDGES_MAX_DENSITY = 0.05
+#: the edge list: per edge it pays gathers and scatters, ~20-30x a dense score's cost, so the
+#: break-even is a few per cent (a smoke run of `benchmarks/bench_graph.py --crossover` at
+#: n = 256, fwd+bwd, d = 16, put it between 3% and 5%; to refine on a quiet machine)
+_EDGES_MAX_DENSITY = 0.03
 #: above this many pairs (a 16K x 16K mask: 256 MiB of booleans per head and sequence) the dense
 #: mask is never built, whatever the density
 _EDGES_DENSE_MAX_PAIRS = 1 << 28
