@@ -42,12 +42,12 @@ MODELS: dict[str, list[str]] = {
 WINDOWS = (4, 8, 16, 32, 64)
 
 
-def rows(which: list[str]) -> dict[str, list[str]]:
+def rows(which: list[str], windows: list[int]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if "compare" in which:
         out.update(MODELS)
     if "windows" in which:
-        for w in WINDOWS:
+        for w in windows:
             out[f"self-attention w={w}"] = [
                 *MODELS["self-attention"],
                 f"--model.encoder.window={w}",
@@ -65,6 +65,8 @@ def main() -> int:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--runs", nargs="+", default=["compare", "windows"],
                    choices=["compare", "windows"])  # fmt: skip
+    p.add_argument("--windows", type=int, nargs="+", default=list(WINDOWS),
+                   help="attention windows w to run, in this order")  # fmt: skip
     p.add_argument("--only", nargs="*", default=None, help="run only these row names")
     p.add_argument("--out", default="results/phones_compare")
     args = p.parse_args()
@@ -76,7 +78,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / "results.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
-    for name, overrides in rows(args.runs).items():
+    for name, overrides in rows(args.runs, args.windows).items():
         if args.only is not None and name not in args.only:
             continue
         for seed in args.seeds:
