@@ -124,6 +124,22 @@ def test_edge_order_permutes_the_weights_only(cls):
 
 
 @pytest.mark.parametrize("cls", [GATConv, GATv2Conv, GCNConv])
+def test_sparse_coo_features_equal_dense(cls):
+    # Bag-of-words features (Planetoid's, ~1% non-zero) may stay sparse: nn.Linear takes them.
+    torch.manual_seed(0)
+    layer = cls(FEAT, 4).double()
+    x, ei, _ = graph()
+    x = x * (torch.rand_like(x) < 0.2)
+    dense = layer(x, ei)
+    g = torch.randn_like(dense)
+    want = torch.autograd.grad(dense, list(layer.parameters()), g)
+    sparse = layer(x.to_sparse(), ei)
+    torch.testing.assert_close(sparse, dense)
+    for a, b in zip(torch.autograd.grad(sparse, list(layer.parameters()), g), want):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("cls", [GATConv, GATv2Conv, GCNConv])
 def test_int32_edge_index_gives_the_same_output(cls):
     torch.manual_seed(0)
     layer = cls(FEAT, 4).double()

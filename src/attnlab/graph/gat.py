@@ -179,8 +179,9 @@ class GATConv(_GraphAttention):
     ``att_edge`` ``(1, H, C)`` with edge features, ``bias`` ``(H*C)`` or ``(C)``.
 
     Shapes:
-        x ``(n, F)``; edge_index ``(2, E)`` long, edge ``(j, i)`` = ``j`` sends to ``i``;
-        edge_attr ``(E, edge_dim)`` or ``(E,)``. Output ``(n, H*C)`` or ``(n, C)``; with
+        x ``(n, F)``, dense or sparse COO (``nn.Linear`` multiplies it as it is);
+        edge_index ``(2, E)`` long, edge ``(j, i)`` = ``j`` sends to ``i``; edge_attr
+        ``(E, edge_dim)`` or ``(E,)``. Output ``(n, H*C)`` or ``(n, C)``; with
         ``return_attention_weights=True``, ``(out, (edge_index_used, alpha (E', H)))``.
     """
 

@@ -64,7 +64,8 @@ class GCNConv(nn.Module):
     ``(C)``.
 
     Shapes:
-        x ``(n, F)``; edge_index ``(2, E)`` long; edge_weight ``(E,)`` float or None (ones).
+        x ``(n, F)``, dense or sparse COO (``nn.Linear`` multiplies it as it is);
+        edge_index ``(2, E)`` long; edge_weight ``(E,)`` float or None (ones).
         Output ``(n, C)``.
     """
 
