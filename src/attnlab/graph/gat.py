@@ -190,7 +190,7 @@ class GATConv(_GraphAttention):
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
                  edge_dim: int | None = None, bias: bool = True,
-                 fill_value: float | str = "mean") -> None:  # fmt: skip
+                 *, fill_value: float | str = "mean") -> None:  # fmt: skip
         super().__init__(
             in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops,
             edge_dim, bias, fill_value,
@@ -277,7 +277,7 @@ class GATv2Conv(_GraphAttention):
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, dropout: float = 0.0, add_self_loops: bool = True,
                  edge_dim: int | None = None, bias: bool = True, share_weights: bool = False,
-                 fill_value: float | str = "mean") -> None:  # fmt: skip
+                 *, fill_value: float | str = "mean") -> None:  # fmt: skip
         super().__init__(
             in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops,
             edge_dim, bias, fill_value,
