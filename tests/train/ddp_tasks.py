@@ -27,7 +27,10 @@ from attnlab.tasks import TASKS
 from attnlab.train import Trainer, resolve_config
 
 #: options that pick a small corpus where the default one is large (the model stays the default)
-DATA_OPTIONS = {"pos": ["--task_options.corpus=ud-atis"]}
+DATA_OPTIONS = {
+    "pos": ["--task_options.corpus=ud-atis"],
+    "phones": ["--task_options.sentences=40"],
+}  # made by festival on first use
 BUDGET = [
     "--train.max_steps=3", "--train.batch_size=16", "--train.eval_batch_size=64",
     "--train.device=cpu", "--train.log_every=0",

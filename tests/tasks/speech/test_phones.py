@@ -55,7 +55,22 @@ def test_registered_with_its_options():
 
 def test_missing_dataset_names_the_command_that_makes_it():
     with pytest.raises(FileNotFoundError, match="attnlab data make phones --sentences 11 --seed 4"):
+        PhonesTask().setup(PhonesOptions(sentences=11, seed=4, make=False))
+
+
+def test_without_festival_the_missing_dataset_says_how_to_install_it(monkeypatch):
+    from attnlab.speechgen import festival
+
+    monkeypatch.setattr(festival.shutil, "which", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=r"--seed 4; .*apt-get install festival"):
         PhonesTask().setup(PhonesOptions(sentences=11, seed=4))
+
+
+@needs_festival
+def test_a_missing_dataset_is_made_on_first_use(dataset):
+    task = PhonesTask()
+    task.setup(PhonesOptions(sentences=4, seed=9))  # not made yet: festival makes it now
+    assert sum(len(s) for s in task.splits().values()) == 4
 
 
 def test_subsampling_is_refused_with_the_fix():

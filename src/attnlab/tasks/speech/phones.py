@@ -2,8 +2,10 @@
 
 Every 10 ms frame of a sentence spoken by festival (:mod:`attnlab.speechgen`) is labelled with
 the phone at its centre (48 labels: the radio phone set with ``pau``); the metric is frame
-accuracy. The data must have been made first (it is not downloaded, and making it needs
-festival); without it, training stops with the command that makes it::
+accuracy. The data is made, not downloaded: ``attnlab data make phones`` (festival speaks
+it), or the task itself on first use when festival is installed (``task_options.make``, on by
+default); without festival, training stops with the commands that install it and make the
+data::
 
     attnlab data make phones --sentences 1000 --seed 0
     attnlab train phones --task_options.sentences=1000 --task_options.seed=0
@@ -33,11 +35,13 @@ from torch import Tensor, nn
 from attnlab.audio import read_wav
 from attnlab.speechgen import (
     PHONES,
+    FestivalUnavailable,
     Segment,
     find_phones,
     frame_labels,
     frames_to_segments,
     load_manifest,
+    make_phones,
     num_frames,
 )
 
@@ -58,6 +62,8 @@ class PhonesOptions:
         path: a dataset directory (with ``manifest.json``) instead of looking one up in the
             cache by the three settings above.
         max_train_sentences: use only the first N train sentences (0: all).
+        make: make the dataset with festival when it is missing (as ``attnlab data make
+            phones`` would; seconds for a thousand sentences); false: stop with the command.
     """
 
     sentences: int = 1000
@@ -65,6 +71,7 @@ class PhonesOptions:
     corpus: str = "conll2000"
     path: str = ""
     max_train_sentences: int = 0
+    make: bool = True
 
 
 class PhoneUtterance(NamedTuple):
@@ -117,14 +124,12 @@ class PhonesTask(SpeechTask):
         """Read the dataset's manifest (the audio is read when first batched).
 
         Raises:
-            FileNotFoundError: the dataset was not made; the message gives the command.
+            FileNotFoundError: the dataset was not made (and ``make`` is off, or festival is
+                missing); the message gives the commands.
             ValueError: the dataset's phone set is not this task's.
         """
         opts = _options(options)
-        if opts.path:
-            root = Path(opts.path)
-        else:
-            root = find_phones(sentences=opts.sentences, seed=opts.seed, corpus=opts.corpus)
+        root = Path(opts.path) if opts.path else self._find_or_make(opts)
         manifest = load_manifest(root)
         if manifest["phones"] != self.labels:
             raise ValueError(
@@ -145,6 +150,20 @@ class PhonesTask(SpeechTask):
         }
         if opts.max_train_sentences:
             self._splits["train"] = self._splits["train"][: opts.max_train_sentences]
+
+    @staticmethod
+    def _find_or_make(opts: PhonesOptions) -> Path:
+        try:
+            return find_phones(sentences=opts.sentences, seed=opts.seed, corpus=opts.corpus)
+        except FileNotFoundError as missing:
+            if not opts.make:
+                raise
+            try:
+                # every DDP rank may get here: make_phones renames a finished dataset into
+                # place atomically and keeps the first one made
+                return make_phones(opts.sentences, seed=opts.seed, corpus=opts.corpus)
+            except FestivalUnavailable as err:
+                raise FileNotFoundError(f"{missing}; {err}") from err
 
     def batch_size_of(self, example: PhoneUtterance) -> int:
         return num_frames(example.samples)
