@@ -21,15 +21,19 @@ __all__ = ["BUILTIN_TASKS", "TASKS", "TaskRegistry", "register_task"]
 
 #: the lab's tasks, imported on first use
 BUILTIN_TASKS: Mapping[str, str] = {
-    "citeseer": "attnlab.tasks.graph.task:CiteSeerTask",
-    "cora": "attnlab.tasks.graph.task:CoraTask",
-    "karate": "attnlab.tasks.graph.task:KarateTask",
+    # text: words of a sentence
     "pos": "attnlab.tasks.text.tagging:PosTask",
-    "phones": "attnlab.tasks.speech.phones:PhonesTask",
     "sst2": "attnlab.tasks.text.sentences:SST2Task",
     "sst5": "attnlab.tasks.text.sentences:SST5Task",
     "trec": "attnlab.tasks.text.sentences:TRECTask",
+    # speech: 10 ms frames
     "fsdd": "attnlab.tasks.speech.fsdd:FsddTask",
+    "phones": "attnlab.tasks.speech.phones:PhonesTask",
+    # graphs: nodes, attention along edges
+    "cora": "attnlab.tasks.graph.task:CoraTask",
+    "citeseer": "attnlab.tasks.graph.task:CiteSeerTask",
+    "karate": "attnlab.tasks.graph.task:KarateTask",
+    # molecules: atoms, bonds as structure
     "freesolv": "attnlab.tasks.molecules.tasks:FreeSolvTask",
     "solubility": "attnlab.tasks.molecules.tasks:SolubilityTask",
 }
