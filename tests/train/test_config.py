@@ -404,7 +404,10 @@ def test_describe_options_lists_every_option_with_type_default_and_description(t
         assert "(default: " in lines[i], name
         assert lines[i + 1].startswith("      ") and lines[i + 1].strip(), f"{name}: no description"
     assert "--train.lr float  (default: 0.001)" in text
-    assert "--model.encoder.kind transformer | fc | cnn | rnn | cnn-attention  (default: transformer)" in text
+    assert (
+        "--model.encoder.kind transformer | fc | cnn | rnn | cnn-attention  (default: transformer)"
+        in text
+    )
     assert "--train.schedule cosine | linear | constant" in text
 
 
