@@ -2,7 +2,7 @@
 
 Usage:
   python benchmarks/sentences.py [--tasks sst2 trec] [--only NAME ...] [--seeds 0 1 2]
-                                 [--out runs/sentences] [--quick]
+                                 [--out runs/sentences] [--quick | --report]
 
 Every run trains on the task's train split, keeps the checkpoint of the best dev accuracy and
 reports its test accuracy (the test set is never used to choose anything). SST-2 has its own
@@ -51,11 +51,12 @@ VARIANTS = {
     "CNN + self-attention, max pool; U(±0.25) embeddings, lr 2e-3": [
         *CNN_ATTENTION, *KIM_HEAD, *KIM_INIT,
     ],
+    "CNN + self-attention, max pool; U(±0.25), lr 2e-3, word/embedding dropout 0.25": [
+        *CNN_ATTENTION, *KIM_HEAD, *KIM_INIT,
+        "--model.input.word_dropout=0.25", "--model.input.dropout=0.25",
+    ],
     "CNN-rand (depth 0), max pool; U(±0.25) embeddings, lr 2e-3": [
         "--model.encoder.kind=cnn-attention", "--model.encoder.depth=0", *KIM_HEAD, *KIM_INIT,
-    ],
-    "CNN + self-attention, attention pool; U(±0.25), lr 2e-3": [
-        *CNN_ATTENTION, "--model.head.pooling=attention", "--model.head.dropout=0.5", *KIM_INIT,
     ],
 }  # fmt: skip
 #: epochs and patience per task (dev accuracy peaks early on these small sets)
@@ -124,12 +125,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--out", default="runs/sentences")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--report", action="store_true",
+                        help="print the table of the finished runs under --out; train nothing")  # fmt: skip
     args = parser.parse_args(argv)
     out = Path(args.out) / ("quick" if args.quick else "full")
     names = args.only or list(VARIANTS)
     seeds = args.seeds[:1] if args.quick else args.seeds
     tasks = ["sst2"] if args.quick else args.tasks
-    rows = [run(t, n, s, out, args.quick) for n in names for t in tasks for s in seeds]
+    if args.report:
+        found = [out / t / f"{slug(n)}_seed{s}.json" for n in names for t in tasks for s in seeds]
+        rows = [json.loads(p.read_text()) for p in found if p.is_file()]
+    else:
+        rows = [run(t, n, s, out, args.quick) for n in names for t in tasks for s in seeds]
     print(table(rows, tasks))
 
 
