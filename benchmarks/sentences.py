@@ -111,9 +111,9 @@ def table(rows: list[dict], tasks: list[str]) -> str:
                 continue
             test = [100 * r["test_accuracy"] for r in mine]
             dev = [100 * r["dev_accuracy"] for r in mine]
-            std = statistics.stdev(test) if len(test) > 1 else 0.0
-            cells.append(f"{statistics.mean(test):.1f} ± {std:.1f} ({statistics.mean(dev):.1f}),"
-                         f" n={len(test)}")  # fmt: skip
+            spread = f" ± {statistics.stdev(test):.1f}" if len(test) > 1 else ""
+            seeds = "" if len(test) == 3 else f", {len(test)} seed{'s' * (len(test) > 1)}"
+            cells.append(f"{statistics.mean(test):.1f}{spread} ({statistics.mean(dev):.1f}){seeds}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
