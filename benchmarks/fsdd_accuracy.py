@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| model | params | test accuracy (mean) | min - max | seeds |")
     print("|---|---:|---:|---:|---:|")
     print("\n".join(rows))
-    if windows:
-        (out / "windows.json").write_text(json.dumps(windows, indent=1))
+    if windows:  # merged with earlier invocations' windows
+        path = out / "windows.json"
+        known = json.loads(path.read_text()) if path.is_file() else {}
+        path.write_text(json.dumps({**known, **windows}, indent=1))
     return 0
 
 
