@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.chem import mol_from_smiles, morgan_fingerprints
+from attnlab.chem import mol_from_smiles, morgan_fingerprints, read_sdf
+from attnlab.data.registry import dataset_path
 from attnlab.train import RunConfig, Trainer, apply_overrides
 
 STRUCTURES = ("none", "mask", "spd")
@@ -57,9 +58,17 @@ def fingerprint_baselines(task_obj, seed: int) -> dict[str, float]:
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.neural_network import MLPRegressor
 
+    # The molecule as the task read it: an SDF's SMILES field may not parse (solubility has
+    # such records; the task reads the molblock), so SDF molecules come from the file again.
+    from_file: dict[str, object] = {}
+    if task_obj.name == "solubility":
+        for key in ("train", "test"):
+            for r in read_sdf(dataset_path("solubility", key), target_field="SOL").records:
+                from_file[r.smiles] = r.mol
+
     def xy(split: str) -> tuple[np.ndarray, np.ndarray]:
         examples = task_obj.splits()[split]
-        mols = [mol_from_smiles(e.smiles) for e in examples]
+        mols = [from_file.get(e.smiles) or mol_from_smiles(e.smiles) for e in examples]
         return morgan_fingerprints(mols, radius=2, bits=2048), np.array(
             [e.target for e in examples]
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.chem import MoleculeError, mol_from_smiles, read_csv, read_sdf
+from attnlab.chem import MoleculeError, mol_from_smiles, morgan_fingerprints, read_csv, read_sdf
 
 
 @pytest.mark.parametrize(
@@ -97,6 +97,7 @@ def test_sdf_unreadable_record_is_named(tmp_path):
         got = read_sdf(path, target_field="SOL", skip_invalid=True)
     assert [r.index for r in got.records] == [1, 3] and got.skipped[0][0] == 2
     assert got.records[0].smiles == "CCO" and got.records[0].target == 0.5  # field in any case
+    assert morgan_fingerprints([got.records[0].mol]).sum() > 0  # ring info initialised
 
 
 def test_sdf_missing_target_field(tmp_path):

@@ -150,7 +150,7 @@ def find_field(mol: Chem.Mol, name: str) -> str | None:
 def _sdf_record(
     mol: Chem.Mol, what: str, target_field: str, smiles_field: str, name_field: str
 ) -> tuple[Chem.Mol, str, float, str]:
-    mol = Chem.RemoveHs(sanitize(mol, what), sanitize=False)
+    mol = Chem.RemoveHs(sanitize(mol, what))  # sanitize=False here would drop the ring info
     field = find_field(mol, target_field)
     if field is None:
         fields = list(mol.GetPropNames())
