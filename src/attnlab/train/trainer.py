@@ -368,9 +368,15 @@ class Trainer:
             self._save(BEST)
 
     def _test_best(self) -> dict[str, float]:
+        """Load ``best.pt`` on every rank (rank 0 reads it and sends it: no shared file system
+        assumed), so the run ends with the same, tested, weights everywhere; then test."""
         best = self.out_dir / BEST
+        state = None
         if self.env.is_main and best.is_file():
-            self.model.load_state_dict(load_checkpoint(best, self.device)["model"])
+            state = load_checkpoint(best, torch.device("cpu"))["model"]
+        state = broadcast_object(state, self.env)
+        if state is not None:
+            self.model.load_state_dict(state)
         return self.evaluate("test")
 
     def _result(self, test: dict[str, float]) -> TrainResult:
