@@ -87,12 +87,12 @@ def plot(rows: list[dict], accuracy: dict | None, path: Path) -> None:
         axes[0].plot(x, [accuracy.get(k) for k in labels], "o-")
         axes[0].set_title("fsdd test accuracy")
         ax = 1
-    for frames, path in sorted({(r["frames"], r["path"]) for r in rows}):
-        sel = {str(r["window"]): r for r in rows if r["frames"] == frames and r["path"] == path}
+    for frames, kind in sorted({(r["frames"], r["path"]) for r in rows}):
+        sel = {str(r["window"]): r for r in rows if r["frames"] == frames and r["path"] == kind}
         sel.setdefault(
             "full", next(r for r in rows if r["frames"] == frames and r["window"] == "full")
         )
-        name = f"n={frames}, {path}"
+        name = f"n={frames}, {kind}"
         axes[ax].plot(x, [sel[k]["train_tokens_per_s"] for k in labels], "o-", label=name)
         axes[ax + 1].plot(x, [sel[k]["latency_ms"] for k in labels], "o-", label=name)
     axes[ax].set_title("training tokens/s")
