@@ -32,7 +32,9 @@ from attnlab.tasks import TASKS
 from attnlab.tasks.graph import GraphModelConfig, GraphOptions
 
 
-def run_one(dataset: str, kind: str, seed: int, *, epochs: int, patience: int) -> dict:
+def run_one(
+    dataset: str, kind: str, seed: int, *, epochs: int, patience: int, select: str = "task"
+) -> dict:
     task = TASKS.get(dataset)()
     task.setup(GraphOptions())
     recipe = task.default_train_options()
@@ -57,7 +59,7 @@ def run_one(dataset: str, kind: str, seed: int, *, epochs: int, patience: int) -
                 return logits
 
             dev_m = task.evaluate(cached, [dev])
-            score = task.score(dev_m)
+            score = task.score(dev_m) if select == "task" else -dev_m["loss"]
             if task.is_better(score, best):
                 best, best_epoch, bad = score, epoch, 0
                 result = {"dev": dev_m, "test": task.evaluate(cached, [test])}
@@ -67,7 +69,7 @@ def run_one(dataset: str, kind: str, seed: int, *, epochs: int, patience: int) -
                     break
     return {
         "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch,
-        "best_epoch": best_epoch, "dev_accuracy": result["dev"]["accuracy"],
+        "select": select, "best_epoch": best_epoch, "dev_accuracy": result["dev"]["accuracy"],
         "test_accuracy": result["test"]["accuracy"], "seconds": time.perf_counter() - start,
     }  # fmt: skip
 
@@ -99,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="KIND:SEEDS, run in this order (seeds 0..SEEDS-1)")  # fmt: skip
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
+    p.add_argument("--select", choices=["task", "loss"], default="task",
+                   help="model selection and patience: the task's rule (dev accuracy, ties to "
+                   "the lower loss) or the lowest dev loss")  # fmt: skip
     p.add_argument("--out", default="runs/graph_accuracy.jsonl")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -112,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             for dataset in args.datasets if seed < n else ():
                 if (dataset, kind, seed) in done:
                     continue
-                row = run_one(dataset, kind, seed, epochs=args.epochs, patience=args.patience)
+                row = run_one(dataset, kind, seed, epochs=args.epochs, patience=args.patience,
+                              select=args.select)  # fmt: skip
                 rows.append(row)
                 with out.open("a") as f:
                     f.write(json.dumps(row) + "\n")
