@@ -109,6 +109,13 @@ class Task(ABC):
         return {}
 
     @classmethod
+    def default_train_options(cls) -> dict[str, Any]:
+        """The task's training recipe: ``TrainConfig`` fields that differ from the trainer's
+        defaults (e.g. a full-batch graph task's lr, epochs and patience). Command-line
+        ``--train.X`` overrides still win. Default: none."""
+        return {}
+
+    @classmethod
     def default_options(cls) -> Any:
         """Task options (dataset name, paths, ...) with their defaults: a dataclass or a dict."""
         return {}

@@ -179,9 +179,8 @@ class RunConfig:
         task_cls = TASKS.get(task)
         kwargs.setdefault("model", task_cls.default_model_config())
         kwargs.setdefault("task_options", task_cls.default_options())
-        train_defaults = getattr(task_cls, "default_train_options", None)  # a task's recipe
-        if train_defaults is not None and "train" not in kwargs:
-            kwargs["train"] = TrainConfig(**train_defaults())
+        if "train" not in kwargs:  # the task's recipe over the trainer's defaults
+            kwargs["train"] = TrainConfig(**task_cls.default_train_options())
         return cls(task=task, **kwargs)
 
     @classmethod
