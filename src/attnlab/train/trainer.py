@@ -368,10 +368,8 @@ class Trainer:
             self._save(BEST)
 
     def _test_best(self) -> dict[str, float]:
-        """Load ``best.pt`` on every rank (rank 0 reads it and sends it: no shared file system
-        assumed), so the run ends with the same, tested, weights everywhere; then test."""
-        best = self.out_dir / BEST
-        state = None
+        """Test ``best.pt``, loaded on every rank (rank 0 reads and sends it)."""
+        best, state = self.out_dir / BEST, None
         if self.env.is_main and best.is_file():
             state = load_checkpoint(best, torch.device("cpu"))["model"]
         state = broadcast_object(state, self.env)
