@@ -117,11 +117,17 @@ class SpeechTask(Task):
         feats, lengths = self.raw_features(audios)
         return self.normalize(feats, lengths), lengths
 
+    def _raw_batch(self, utterances: Sequence[Utterance]) -> tuple[Tensor, Tensor]:
+        """Unnormalised padded features ``(b, n, bins)`` and lengths of some utterances (a task
+        that caches its features overrides this)."""
+        return self.raw_features([u.audio for u in utterances])
+
     def _global_stats(self, utterances: Sequence[Utterance], chunk: int = 64) -> None:
+        """The train split's feature mean and standard deviation (``normalize=global``)."""
         total = total_sq = None
         count = 0
         for start in range(0, len(utterances), chunk):
-            feats, lengths = self.raw_features([u.audio for u in utterances[start : start + chunk]])
+            feats, lengths = self._raw_batch(utterances[start : start + chunk])
             valid = (torch.arange(feats.shape[1]) < lengths[:, None]).unsqueeze(-1)
             x = (feats * valid).double()
             s, sq = x.sum((0, 1)), x.square().sum((0, 1))

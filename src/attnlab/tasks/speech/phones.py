@@ -194,21 +194,6 @@ class PhonesTask(SpeechTask):
             labels[i, :n] = torch.tensor([index[t] for t in tags], dtype=torch.long)
         return {"features": self.normalize(feats, lengths), "lengths": lengths, "labels": labels}
 
-    def _global_stats(self, utterances: Sequence[PhoneUtterance], chunk: int = 64) -> None:
-        """The train split's feature mean and standard deviation (``normalize=global``)."""
-        total = total_sq = None
-        count = 0
-        for start in range(0, len(utterances), chunk):
-            feats, lengths = self._raw_batch(utterances[start : start + chunk])
-            x = feats.double()  # padded frames are zeros: they add nothing to the sums
-            s, sq = x.sum((0, 1)), x.square().sum((0, 1))
-            total = s if total is None else total + s
-            total_sq = sq if total_sq is None else total_sq + sq
-            count += int(lengths.sum())
-        mean = total / count
-        std = (total_sq / count - mean.square()).clamp(min=1e-10).sqrt()
-        self.stats = {"mean": mean.float().tolist(), "std": std.float().tolist()}
-
     # ---------------------------------------------------------------- model, metric
     def build_model(self, model_config: SpeechModelConfig) -> SpeechModel:
         """The speech model with one output per frame.
