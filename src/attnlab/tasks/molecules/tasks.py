@@ -38,9 +38,11 @@ class FreeSolvOptions:
 
 
 class FreeSolvTask(MoleculeTask):
-    """FreeSolv (Mobley & Guthrie 2014): experimental hydration free energy of 642 small
-    molecules in kcal/mol; the physics ``calc`` column (alchemical free-energy MD) is scored
-    beside the model as ``reference_rmse`` on the same molecules."""
+    """Hydration free energy of 642 molecules, kcal/mol (N -> 1), RMSE; FreeSolv.
+
+    FreeSolv (Mobley & Guthrie 2014): experimental values; the physics ``calc`` column
+    (alchemical free-energy MD) is scored beside the model as ``reference_rmse`` on the same
+    molecules."""
 
     name = "freesolv"
     property_name = "hydration_free_energy"
@@ -96,8 +98,9 @@ class SolubilityOptions:
 
 
 class SolubilityTask(MoleculeTask):
-    """Huuskonen aqueous solubility (log S, S in mol/L; Huuskonen 2000): 1,025 train / 257
-    test molecules as RDKit ships them."""
+    """Aqueous solubility log S of 1,025 / 257 molecules (N -> 1), RMSE; Huuskonen.
+
+    Huuskonen (2000), S in mol/L, its own train / test split as RDKit ships them."""
 
     name = "solubility"
     property_name = "log_solubility"
