@@ -43,13 +43,29 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Task", "AttentionMap"]
+__all__ = ["Task", "AttentionMap", "options_as"]
+
+OptionsT = TypeVar("OptionsT")
+
+
+def options_as(cls: type[OptionsT], options: Any) -> OptionsT:
+    """``options`` as the dataclass ``cls`` (a free-form mapping is checked field by field)."""
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, Mapping):
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown task option(s) {unknown}; valid names: {', '.join(valid)}")
+        return cls(**options)
+    raise TypeError(f"expected {cls.__name__} task options, got {type(options).__name__}")
 
 
 class AttentionMap(NamedTuple):

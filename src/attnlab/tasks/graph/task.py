@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..base import Task
-from ..text.base import options_as
+from ..base import Task, options_as
 from .data import NodeGraph, load_graph
 from .models import GraphModelConfig, build_node_model
 

@@ -9,7 +9,7 @@ from typing import Literal
 from attnlab.chem import read_csv, read_sdf
 from attnlab.data.registry import dataset_path
 
-from ..text.base import options_as
+from ..base import options_as
 from .base import MoleculeTask
 from .data import MoleculeExample, examples_of, split_records
 

@@ -19,7 +19,7 @@ from attnlab.audio import read_wav
 from attnlab.data.registry import dataset_path, get_dataset
 from attnlab.models import TransformerEncoderConfig
 
-from ..text.base import options_as
+from ..base import options_as
 from .base import SpeechTask, Utterance
 from .model import FrontendConfig, SpeechModelConfig
 

@@ -25,7 +25,7 @@ Legend: ``b`` batch, ``n`` frames, ``f`` features, ``L`` labels.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -45,6 +45,7 @@ from attnlab.speechgen import (
     num_frames,
 )
 
+from ..base import options_as
 from .base import IGNORE, SpeechTask, Utterance
 from .model import FrontendConfig, SpeechModel, SpeechModelConfig
 
@@ -83,18 +84,6 @@ class PhoneUtterance(NamedTuple):
     samples: int
 
 
-def _options(options: Any) -> PhonesOptions:
-    if isinstance(options, PhonesOptions):
-        return options
-    if isinstance(options, Mapping):
-        valid = [f.name for f in fields(PhonesOptions)]
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown task option(s) {unknown}; valid names: {', '.join(valid)}")
-        return PhonesOptions(**options)
-    raise TypeError(f"expected PhonesOptions task options, got {type(options).__name__}")
-
-
 class PhonesTask(SpeechTask):
     """Frame-wise phone classification of festival speech (N -> N), frame accuracy."""
 
@@ -128,7 +117,7 @@ class PhonesTask(SpeechTask):
                 missing); the message gives the commands.
             ValueError: the dataset's phone set is not this task's.
         """
-        opts = _options(options)
+        opts = options_as(PhonesOptions, options)
         root = Path(opts.path) if opts.path else self._find_or_make(opts)
         manifest = load_manifest(root)
         if manifest["phones"] != self.labels:

@@ -5,8 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -18,24 +17,9 @@ from attnlab.models import (
     encode_batch,
 )
 
-from ..base import Task
+from ..base import Task, options_as
 
 __all__ = ["TextTask", "options_as", "read_split_files"]
-
-OptionsT = TypeVar("OptionsT")
-
-
-def options_as(cls: type[OptionsT], options: Any) -> OptionsT:
-    """``options`` as the dataclass ``cls`` (a free-form mapping is checked field by field)."""
-    if isinstance(options, cls):
-        return options
-    if isinstance(options, Mapping):
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown task option(s) {unknown}; valid names: {', '.join(valid)}")
-        return cls(**options)
-    raise TypeError(f"expected {cls.__name__} task options, got {type(options).__name__}")
 
 
 def read_split_files(
