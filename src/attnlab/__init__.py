@@ -1,7 +1,7 @@
 """attnlab: self-attention, complete and exact, and a lab to train and compare it."""
 
 from . import functional, masks
-from .attention import AttentionOutput, KVCache, MultiHeadAttention
+from .attention import AttentionOutput, KVCache, MultiHeadAttention, RecurrentCache
 from .attention_config import AttentionConfig
 from .functional import attend
 
@@ -10,6 +10,7 @@ __all__ = [
     "AttentionOutput",
     "AttentionConfig",
     "KVCache",
+    "RecurrentCache",
     "attend",
     "functional",
     "masks",

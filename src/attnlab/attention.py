@@ -21,12 +21,13 @@ from torch import Tensor, nn
 from .attention_checks import bias_flags, check_kernel_request, check_sequence
 from .attention_config import AttentionConfig
 from .efficient import make_kernel
+from .efficient.linear import RecurrentCache, recurrent_attention
 from .functional import get_normalize, make_score
 from .kernels import AttentionKernel, ExactKernel, KernelModule, run_kernel
 from .masks import Mask
 from .positional.base import PositionalEncoding
 
-__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache"]
+__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache", "RecurrentCache"]
 
 
 class AttentionOutput(NamedTuple):
@@ -170,7 +171,7 @@ class MultiHeadAttention(nn.Module):
         bias: Tensor | None = None,
         positional: PositionalEncoding | None = None,
         need_weights: bool = False,
-        cache: KVCache | None = None,
+        cache: KVCache | RecurrentCache | None = None,
     ) -> AttentionOutput:
         """Attend from ``x`` to itself (``context=None``) or to ``context``.
 
@@ -187,7 +188,9 @@ class MultiHeadAttention(nn.Module):
                 Face style additive mask, or learned relative biases); exact attention only.
             positional: a positional encoding; applied where it acts (input, q/k or scores).
             need_weights: also return the attention weights ``(b, h, n, m)``.
-            cache: a :class:`KVCache` for incremental decoding.
+            cache: a :class:`KVCache` for incremental decoding, or for causal self-attention
+                with ``kernel="linear"`` a :class:`RecurrentCache` (constant size; see
+                :meth:`new_cache`).
         """
         self._check_call(x, context, mask, positional, cache)
         b, n, _ = x.shape
@@ -214,12 +217,18 @@ class MultiHeadAttention(nn.Module):
             if acts_on == "qk":
                 positional.check_length(offset + max(n, k.shape[2]))
                 q, k = positional.rotate(q, k, q_offset=offset, k_offset=offset)
-            if cache is not None:
+            if isinstance(cache, KVCache):
                 k, v = cache.append(k, v)
         if acts_on == "scores":
             positional.check_length(max(offset + n, k.shape[2]))
             scores_bias = positional.score_bias(n, k.shape[2], q_offset=offset)
             bias = scores_bias if bias is None else bias + scores_bias
+        if isinstance(cache, RecurrentCache):  # linear attention as an RNN: no keys kept
+            out = recurrent_attention(
+                self.kernel, q, k, v, cache, mask=mask, bias=bias, need_weights=need_weights
+            )
+            out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
+            return AttentionOutput(self.out_proj(out), None, f"{self.kernel.name}-recurrent")
         out, weights, ran = run_kernel(
             self.kernel, q, k, v, mask=mask, bias=bias, q_offset=offset,
             need_weights=need_weights,
@@ -233,7 +242,7 @@ class MultiHeadAttention(nn.Module):
         context: Tensor | None,
         mask: Tensor | Mask | None,
         positional: PositionalEncoding | None,
-        cache: KVCache | None,
+        cache: KVCache | RecurrentCache | None,
     ) -> None:
         """What only the layer can check; the kernel checks the mask and bias shapes."""
         check_sequence(x, "x", self.dim, self.q_proj.weight)
@@ -248,6 +257,11 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"context: batch {context.shape[0]} differs from x's batch {x.shape[0]}"
                 )
+        if isinstance(cache, RecurrentCache) and context is not None:
+            raise ValueError(
+                "cache: a RecurrentCache is for causal self-attention; cross-attention reuses "
+                "its projected context through a KVCache"
+            )
         if positional is not None and context is not None and cache is not None:
             raise ValueError(
                 "positional: with cross-attention and a KV cache the queries' positions are not "
@@ -263,6 +277,12 @@ class MultiHeadAttention(nn.Module):
                 "mask: with a KV cache pass a Mask object (e.g. masks.causal()), which "
                 "knows the queries' positions, rather than a dense tensor"
             )
+
+    def new_cache(self) -> KVCache | RecurrentCache:
+        """An empty incremental-decoding cache for this layer's causal self-attention: a
+        :class:`RecurrentCache` (constant size) when the kernel has an RNN form (``linear``),
+        else a :class:`KVCache`."""
+        return RecurrentCache() if hasattr(self.kernel, "decode") else KVCache()
 
     def train(self, mode: bool = True) -> MultiHeadAttention:
         # Fused AdamW (torch 2.13, CPU) updates parameters without bumping their version, so

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
-from ..attention import KVCache, MultiHeadAttention
+from ..attention import KVCache, MultiHeadAttention, RecurrentCache
 from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
@@ -38,9 +38,11 @@ class BlockCache:
 
     ``self_attn`` grows by the new positions at every call; ``cross_attn`` is filled from the
     context on the first call and reused afterwards (the context must not change in between).
+    With a linear-attention self-attention, ``self_attn`` may be a :class:`RecurrentCache`
+    (``block.self_attn.new_cache()``): a constant-size state instead of growing keys.
     """
 
-    self_attn: KVCache = field(default_factory=KVCache)
+    self_attn: KVCache | RecurrentCache = field(default_factory=KVCache)
     cross_attn: KVCache = field(default_factory=KVCache)
 
     @property

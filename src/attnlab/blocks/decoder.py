@@ -34,7 +34,10 @@ class DecoderCache:
     """One :class:`BlockCache` per layer: a self-attention KV cache that grows with every call
     and a cross-attention cache filled from the context on the first call and reused after.
 
-    Start with ``DecoderCache()``; the decoder fills in its layers on first use.
+    Start with ``DecoderCache()``; the decoder fills in its layers on first use. With
+    ``kernel="linear"`` self-attention each layer's ``self_attn`` is a
+    :class:`~attnlab.attention.RecurrentCache`: the RNN state of linear attention, whose size
+    does not grow with the length.
     """
 
     layers: list[BlockCache] = field(default_factory=list)
@@ -122,7 +125,10 @@ class TransformerDecoder(BlockStack):
         _check_input(context, self.context_dim, "context")
         if cache is not None:
             if not cache.layers:
-                cache.layers.extend(BlockCache() for _ in range(self.depth))
+                # linear attention decodes as an RNN (RecurrentCache: constant size per layer)
+                cache.layers.extend(
+                    BlockCache(self_attn=b.self_attn.new_cache()) for b in self.blocks
+                )
             elif len(cache.layers) != self.depth:
                 raise ValueError(
                     f"cache has {len(cache.layers)} layers but the decoder has {self.depth}; "

@@ -40,7 +40,7 @@ from typing import Any
 from ..registry import Registry
 from .base import AttentionKernel, MaskParts, is_causal, padding_lengths, split_mask
 from .bigbird import BigBirdKernel, BigBirdMask
-from .linear import LinearKernel, LinearState
+from .linear import LinearKernel, LinearState, RecurrentCache
 from .linformer import LinformerKernel
 from .local import LocalKernel
 from .longformer import LongformerKernel, LongformerPattern
@@ -63,6 +63,7 @@ __all__ = [
     "BigBirdMask",
     "LongformerPattern",
     "LinearState",
+    "RecurrentCache",
 ]
 
 KERNELS: Registry = Registry("kernel")

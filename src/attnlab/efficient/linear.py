@@ -7,6 +7,7 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -14,9 +15,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels.base import renamed_option
-from .base import AttentionKernel, MaskParts
+from ..masks import Mask
+from .base import AttentionKernel, MaskParts, split_mask
 
-__all__ = ["LinearKernel", "LinearState", "linear_attention", "elu_feature_map"]
+__all__ = [
+    "LinearKernel",
+    "LinearState",
+    "RecurrentCache",
+    "linear_attention",
+    "elu_feature_map",
+    "recurrent_attention",
+]
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
@@ -102,6 +111,69 @@ class LinearState(NamedTuple):
 
     s: Tensor  # (b, h, d, e): sum of phi(k_j) v_j^T so far
     z: Tensor  # (b, h, d): sum of phi(k_j) so far
+
+
+@dataclass
+class RecurrentCache:
+    """Incremental-decoding state of causal linear attention: the
+    :class:`~attnlab.attention.KVCache` of an RNN.
+
+    Pass it as ``cache=`` to a ``MultiHeadAttention(kernel="linear")`` self-attention (or let
+    :class:`~attnlab.blocks.TransformerDecoder` make one per layer): each call folds its new
+    positions into ``S = sum_j phi(k_j) v_j^T`` and ``z = sum_j phi(k_j)``, so the cache has
+    the same size, ``(b, h, d, e)`` + ``(b, h, d)``, at position 10 or 10,000, where a KV
+    cache grows by ``2 h d`` numbers per position.
+    """
+
+    state: LinearState | None = None
+    length: int = 0  # positions folded in so far
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the batch rows ``index`` (beam search: each hypothesis's parent)."""
+        if self.state is not None:
+            self.state = LinearState(*(t.index_select(0, index) for t in self.state))
+
+
+def recurrent_attention(
+    kernel: AttentionKernel,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cache: RecurrentCache,
+    *,
+    mask: Tensor | Mask | None = None,
+    bias: Tensor | None = None,
+    need_weights: bool = False,
+) -> Tensor:
+    """Causal self-attention of the new positions ``q, k, v`` ``(b, h, n, d)`` after the
+    ``cache.length`` earlier ones, by the kernel's RNN form; ``cache`` is updated in place.
+
+    Equal (up to rounding) to the parallel causal form over all positions. ``mask`` must be
+    causal (``masks.causal()``, optionally with ``masks.padding``): a recurrent state cannot
+    let a query see later keys.
+
+    Raises:
+        ValueError: a kernel without a recurrent form, a non-causal or structured mask, a
+            score bias, or ``need_weights``.
+    """
+    if not isinstance(kernel, LinearKernel):
+        raise ValueError(
+            f"cache: a RecurrentCache needs kernel='linear' (an RNN form), not "
+            f"{getattr(kernel, 'name', type(kernel).__name__)!r}; use a KVCache"
+        )
+    kernel.check_inputs(q, k, v)
+    b, _, n, _ = q.shape
+    offset = cache.length
+    parts = split_mask(mask, batch=b, q_len=n, kv_len=offset + n, q_offset=offset, device=q.device)
+    reason = kernel.unsupported(parts, bias=bias is not None, need_weights=need_weights)
+    if reason is None and not parts.causal:
+        reason = "mask: a RecurrentCache decodes causal attention only; pass masks.causal()"
+    if reason is not None:
+        raise ValueError(reason)
+    key_valid = None if parts.key_valid is None else parts.key_valid[..., offset:]
+    out, cache.state = kernel.decode(q, k, v, cache.state, key_valid=key_valid)
+    cache.length = offset + n
+    return out
 
 
 class LinearKernel(AttentionKernel):
@@ -190,6 +262,29 @@ class LinearKernel(AttentionKernel):
         num = torch.einsum("bhd,bhde->bhe", phi_q.to(s.dtype), s)
         den = torch.einsum("bhd,bhd->bh", phi_q.to(z.dtype), z)
         return _ratio(num, den).to(v_t.dtype), LinearState(s, z)
+
+    def decode(
+        self, q: Tensor, k: Tensor, v: Tensor, state: LinearState | None, *, key_valid=None
+    ) -> tuple[Tensor, LinearState]:
+        r""":meth:`step` over the ``n`` new positions of ``q, k, v`` ``(b, h, n, d|e)``.
+
+        ``key_valid`` ``(b, 1, 1, n)`` (True = a real key) gives padded new keys
+        :math:`\phi(k) = 0`, as the parallel form does. Returns ``(out (b, h, n, e), state)``.
+        """
+        b, h, n, d = q.shape
+        dtype = torch.promote_types(v.dtype, torch.float32)  # the sums in float32 or wider
+        if state is None:
+            state = self.initial_state(b, h, d, v.shape[-1], dtype=dtype, device=q.device)
+        phi_q, phi_k = self.feature_map(q).to(dtype), self.feature_map(k).to(dtype)
+        if key_valid is not None:
+            phi_k = phi_k.masked_fill(~key_valid.transpose(-2, -1), 0.0)  # (b, 1, n, 1)
+        s, z, outs = state.s, state.z, []
+        for t in range(n):  # Eq. 18-20, one position at a time
+            s = s + phi_k[:, :, t].unsqueeze(-1) * v[:, :, t].unsqueeze(-2).to(dtype)
+            z = z + phi_k[:, :, t]
+            num = torch.einsum("bhd,bhde->bhe", phi_q[:, :, t], s)
+            outs.append(_ratio(num, torch.einsum("bhd,bhd->bh", phi_q[:, :, t], z)))
+        return torch.stack(outs, 2).to(v.dtype), LinearState(s, z)  # (b, h, n, e)
 
     def extra_repr(self) -> str:
         return f"block={self.block}"
