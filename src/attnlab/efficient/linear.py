@@ -125,13 +125,23 @@ class RecurrentCache:
     cache grows by ``2 h d`` numbers per position.
     """
 
-    state: LinearState | None = None
+    s: Tensor | None = None  # (b, h, d, e): sum of phi(k_j) v_j^T so far
+    z: Tensor | None = None  # (b, h, d): sum of phi(k_j) so far
     length: int = 0  # positions folded in so far
+
+    @property
+    def state(self) -> LinearState | None:
+        """``(S, z)`` as a :class:`LinearState`, or None before the first call."""
+        return None if self.s is None else LinearState(self.s, self.z)
+
+    @state.setter
+    def state(self, state: LinearState) -> None:
+        self.s, self.z = state
 
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows ``index`` (beam search: each hypothesis's parent)."""
-        if self.state is not None:
-            self.state = LinearState(*(t.index_select(0, index) for t in self.state))
+        if self.s is not None:
+            self.s, self.z = self.s.index_select(0, index), self.z.index_select(0, index)
 
 
 def recurrent_attention(
