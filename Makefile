@@ -9,7 +9,7 @@ export ATTNLAB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data)
 
 # Debian packages some tasks need (speech synthesis for `phones`). Installed when apt-get can
 # run as root; otherwise those tasks say how to install them.
-DEBS := festival festvox-kallpc16k
+DEBS := festival festvox-kallpc16k dataset-fashion-mnist
 
 $(STAMP): pyproject.toml
 	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s $(DEBS) >/dev/null 2>&1; then \

