@@ -44,6 +44,7 @@ from .base import (
     live_keys,
 )
 from .block_cache import BlockMaskCache, block_mask_cache
+from .grid import GridLocal, grid_local
 from .kinds import Causal, GlobalTokens, Graph, Local, Padding
 
 __all__ = [
@@ -61,6 +62,8 @@ __all__ = [
     "padding",
     "graph",
     "global_tokens",
+    "GridLocal",
+    "grid_local",
     "from_tensor",
     "check_mask",
     "check_mask_tensor",

@@ -13,6 +13,12 @@ floater        :class:`Floater`            input        yes (integrate further)
 recurrent      :class:`Recurrent`          input        yes (more RNN steps)
 =============  ==========================  ===========  ==========================
 
+Image grids (pixels or patches, row-major, after ``prefix`` CLS tokens) have their own
+registry, :data:`GRID_POSITIONAL`: ``sinusoidal2d`` (:class:`GridSinusoidal`, input),
+``learned2d`` (:class:`GridLearned`, row + column, input) and ``relative2d``
+(:class:`GridRelativeBias`, scores). They take the grid (``height``, ``width``, ``prefix``),
+not a length, so they are not in :data:`POSITIONAL`.
+
 Pass a module to ``MultiHeadAttention(...)(x, positional=pe)``; build one from a name only at
 the config / CLI boundary with :func:`make_positional`.
 
@@ -30,6 +36,7 @@ from ..registry import Registry
 from .alibi import ALiBi, alibi_slopes
 from .base import ACTS_ON, PositionalEncoding
 from .floater import Floater
+from .grid import GridLearned, GridRelativeBias, GridSinusoidal
 from .laplacian import LaplacianPE, laplacian_eigenvectors
 from .learned import Learned
 from .recurrent import Recurrent
@@ -39,9 +46,13 @@ from .sinusoidal import Sinusoidal
 
 __all__ = [
     "ACTS_ON",
+    "GRID_POSITIONAL",
     "POSITIONAL",
     "ALiBi",
     "Floater",
+    "GridLearned",
+    "GridRelativeBias",
+    "GridSinusoidal",
     "LaplacianPE",
     "Learned",
     "PositionalEncoding",
@@ -65,6 +76,12 @@ POSITIONAL.register("rotary", Rotary)
 POSITIONAL.register("alibi", ALiBi)
 POSITIONAL.register("floater", Floater)
 POSITIONAL.register("recurrent", Recurrent)
+
+#: 2-D encodings of an image's grid, built with ``(dim=, heads=, height=, width=, prefix=)``
+GRID_POSITIONAL: Registry = Registry("2-D positional encoding")
+GRID_POSITIONAL.register("sinusoidal2d", GridSinusoidal)
+GRID_POSITIONAL.register("learned2d", GridLearned)
+GRID_POSITIONAL.register("relative2d", GridRelativeBias)
 
 
 def make_positional(
