@@ -33,6 +33,10 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "cora": "attnlab.tasks.graph.task:CoraTask",
     "citeseer": "attnlab.tasks.graph.task:CiteSeerTask",
     "karate": "attnlab.tasks.graph.task:KarateTask",
+    # long sequences: generated, N -> 1
+    "listops": "attnlab.tasks.longrange.task:ListOpsTask",
+    "recall": "attnlab.tasks.longrange.task:RecallTask",
+    "positions": "attnlab.tasks.longrange.task:PositionsTask",
     # molecules: atoms, bonds as structure
     "freesolv": "attnlab.tasks.molecules.tasks:FreeSolvTask",
     "solubility": "attnlab.tasks.molecules.tasks:SolubilityTask",
