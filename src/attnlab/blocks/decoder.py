@@ -47,6 +47,16 @@ class DecoderCache:
         """Number of target positions decoded so far."""
         return self.layers[0].length if self.layers else 0
 
+    def reorder(self, index: Tensor) -> DecoderCache:
+        """Keep the batch rows ``index`` ``(b',)`` of every cached tensor, in place (beam
+        search: the surviving beams and their parents); returns ``self``."""
+        for layer in self.layers:
+            for cache in (layer.self_attn, layer.cross_attn):
+                for name, value in vars(cache).items():
+                    if isinstance(value, Tensor):  # every cached tensor is batch first
+                        setattr(cache, name, value.index_select(0, index))
+        return self
+
 
 class TransformerDecoder(BlockStack):
     r"""``depth`` blocks of causal self-attention, cross-attention and feed-forward.

@@ -33,6 +33,8 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "cora": "attnlab.tasks.graph.task:CoraTask",
     "citeseer": "attnlab.tasks.graph.task:CiteSeerTask",
     "karate": "attnlab.tasks.graph.task:KarateTask",
+    # sequence to sequence: letters in, phones out (N -> M)
+    "g2p": "attnlab.tasks.seq2seq.task:G2PTask",
     # long sequences: generated, N -> 1
     "listops": "attnlab.tasks.longrange.task:ListOpsTask",
     "recall": "attnlab.tasks.longrange.task:RecallTask",
