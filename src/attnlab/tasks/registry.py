@@ -39,6 +39,9 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "listops": "attnlab.tasks.longrange.task:ListOpsTask",
     "recall": "attnlab.tasks.longrange.task:RecallTask",
     "positions": "attnlab.tasks.longrange.task:PositionsTask",
+    # images: pixels, patches or CNN features as vectors
+    "fashion": "attnlab.tasks.images.task:FashionTask",
+    "digits": "attnlab.tasks.images.task:DigitsTask",
     # molecules: atoms, bonds as structure
     "freesolv": "attnlab.tasks.molecules.tasks:FreeSolvTask",
     "solubility": "attnlab.tasks.molecules.tasks:SolubilityTask",

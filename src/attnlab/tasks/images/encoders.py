@@ -1,0 +1,296 @@
+r"""The image encoders (N vectors -> 1): an image as a set of pixels, of patches, of CNN
+features, and the CNN baseline; each with its configuration, chosen by ``kind``.
+
+* ``pixels``: every pixel is a token (``H W`` tokens of width ``dim``: a linear map of its
+  grey value) with a 2-D positional encoding; full attention or a 2-D window
+  (:func:`attnlab.masks.grid_local`, ``window=r``).
+* ``patches``: ViT (Dosovitskiy et al. 2021): ``p x p`` patches, each linearly embedded
+  (a stride-``p`` convolution), ``(H / p)(W / p)`` tokens.
+* ``hybrid``: a small CNN stem (3x3 convolutions, ``log2(downsample)`` of them with stride 2),
+  then self-attention over its feature map (the lecture's "use both").
+* ``cnn``: 3x3 convolutions with batch norm and max pooling, then global average pooling.
+
+The three attention encoders share :class:`GridTransformer`: an optional CLS token, a 2-D
+positional encoding (:data:`attnlab.positional.GRID_POSITIONAL`), pre-norm
+:class:`~attnlab.blocks.TransformerEncoder` blocks, and CLS or mean pooling.
+
+Legend: ``b`` batch, ``c`` channels, ``H`` / ``W`` image rows / columns, ``n`` tokens, ``D``
+width.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from attnlab import masks
+from attnlab.blocks import TransformerEncoder
+from attnlab.positional import GRID_POSITIONAL
+
+__all__ = [
+    "CNNConfig",
+    "CNNImageEncoder",
+    "EncodedImage",
+    "GridTransformer",
+    "HybridConfig",
+    "ImageEncoderConfig",
+    "PatchesConfig",
+    "PixelsConfig",
+    "TokenImageEncoder",
+    "build_image_encoder",
+]
+
+_KINDS: dict[str, type[ImageEncoderConfig]] = {}
+
+
+class EncodedImage(NamedTuple):
+    pooled: Tensor  # (b, D)
+    weights: list[Tensor] | None  # per layer (b, h, n, n), when asked for
+    grid: tuple[int, int]  # the token grid (rows, cols) behind the weights
+    prefix: int  # tokens before the grid (1 with a CLS token)
+
+
+@dataclass
+class ImageEncoderConfig:
+    """The image encoder; ``kind`` (``pixels``, ``patches``, ``hybrid``, ``cnn``) chooses its
+    dataclass. Setting ``kind`` switches to that kind's defaults, then the section's other
+    settings apply."""
+
+    kind: str = "patches"
+
+    @classmethod
+    def kinds(cls) -> dict[str, type[ImageEncoderConfig]]:
+        return dict(_KINDS)
+
+    def switch_kind(self, kind: str) -> ImageEncoderConfig:
+        if kind not in _KINDS:
+            raise ValueError(f"unknown image encoder kind {kind!r}; valid: {', '.join(_KINDS)}")
+        return self if kind == self.kind else _KINDS[kind]()
+
+    def __post_init__(self) -> None:
+        if _KINDS.get(self.kind) is not type(self):
+            raise ValueError(
+                f"{type(self).__name__} is not the config of image encoder kind {self.kind!r}; "
+                f"valid kinds: {', '.join(_KINDS)}"
+            )
+
+
+def _kind(name: str):
+    def register(cls):
+        _KINDS[name] = cls
+        return cls
+
+    return register
+
+
+@dataclass
+class _AttentionSettings(ImageEncoderConfig):
+    """Settings of the self-attention encoders.
+
+    Args:
+        dim: token width ``D``.
+        depth: Transformer blocks.
+        heads: attention heads.
+        ff_hidden: feed-forward hidden width (0: ``2 D``).
+        dropout: dropout in the blocks.
+        pooling: ``cls`` (a learned CLS token, its output) or ``mean`` (of the grid's outputs).
+        positional: ``learned2d`` (row + column), ``sinusoidal2d``, ``relative2d`` (a learned
+            2-D relative score bias) or ``none``.
+        window: a 2-D attention window radius (``masks.grid_local``; the CLS token stays
+            global), or None for full attention.
+    """
+
+    dim: int = 64
+    depth: int = 4
+    heads: int = 4
+    ff_hidden: int = 0
+    dropout: float = 0.0
+    pooling: Literal["cls", "mean"] = "cls"
+    positional: str = "learned2d"
+    window: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.positional != "none":
+            GRID_POSITIONAL.get(self.positional)  # an unknown name lists the valid ones
+        if self.pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling: expected 'cls' or 'mean', got {self.pooling!r}")
+        if self.dim <= 0 or self.heads <= 0 or self.dim % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide dim ({self.dim})")
+
+
+@_kind("pixels")
+@dataclass
+class PixelsConfig(_AttentionSettings):
+    """Every pixel a token (see :class:`_AttentionSettings` for the fields)."""
+
+    kind: str = "pixels"
+    dim: int = 32
+    depth: int = 2
+
+
+@_kind("patches")
+@dataclass
+class PatchesConfig(_AttentionSettings):
+    """ViT. ``patch``: the patch side ``p`` (must divide the image's sides: 4 or 7 for 28)."""
+
+    kind: str = "patches"
+    patch: int = 4
+    depth: int = 6
+
+
+@_kind("hybrid")
+@dataclass
+class HybridConfig(_AttentionSettings):
+    """CNN stem then self-attention. ``stem``: channels of the first convolution;
+    ``downsample``: total stride of the stem (a power of 2: 28 -> 7 tokens a side with 4)."""
+
+    kind: str = "hybrid"
+    stem: int = 32
+    downsample: int = 4
+    depth: int = 3
+
+
+@_kind("cnn")
+@dataclass
+class CNNConfig(ImageEncoderConfig):
+    """The CNN baseline. ``channels``: per stage, two 3x3 convolutions (batch norm, ReLU) then
+    2x2 max pooling (none after the last stage); ``dropout`` before the head."""
+
+    kind: str = "cnn"
+    channels: tuple[int, ...] = (32, 64, 128)
+    dropout: float = 0.0
+
+
+class GridTransformer(nn.Module):
+    """Self-attention over a grid of tokens, pooled to one vector.
+
+    Args:
+        cfg: the attention settings.
+        grid: ``(rows, cols)`` of the token grid.
+
+    Shapes: tokens ``(b, rows * cols, D)`` -> :class:`EncodedImage`.
+    """
+
+    def __init__(self, cfg: _AttentionSettings, grid: tuple[int, int]) -> None:
+        super().__init__()
+        self.grid, self.pooling = grid, cfg.pooling
+        self.prefix = 1 if cfg.pooling == "cls" else 0
+        self.cls = nn.Parameter(torch.randn(1, 1, cfg.dim) * 0.02) if self.prefix else None
+        pe = None
+        if cfg.positional != "none":
+            cls = GRID_POSITIONAL.get(cfg.positional)
+            size = {"heads": cfg.heads} if cls.acts_on == "scores" else {"dim": cfg.dim}
+            pe = cls(**size, height=grid[0], width=grid[1], prefix=self.prefix)
+        self.encoder = TransformerEncoder(
+            cfg.dim, cfg.heads, cfg.depth, ff_hidden=cfg.ff_hidden or 2 * cfg.dim,
+            dropout=cfg.dropout, positional=pe,
+        )  # fmt: skip
+        self.mask = None
+        if cfg.window is not None:
+            self.mask = masks.grid_local(grid[0], grid[1], cfg.window, prefix=self.prefix)
+
+    def forward(self, tokens: Tensor, *, need_weights: bool = False) -> EncodedImage:
+        if self.cls is not None:
+            tokens = torch.cat([self.cls.expand(tokens.shape[0], -1, -1), tokens], dim=1)
+        out = self.encoder(tokens, mask=self.mask, need_weights=need_weights)
+        pooled = out.out[:, 0] if self.prefix else out.out.mean(dim=1)  # (b, D)
+        return EncodedImage(pooled, out.weights, self.grid, self.prefix)
+
+
+def _conv(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
+    )
+
+
+class TokenImageEncoder(nn.Module):
+    """An image -> tokens stage (``embed``: pixels, patches or a CNN stem) and a
+    :class:`GridTransformer`.
+
+    Shapes: x ``(b, 1, H, W)`` -> :class:`EncodedImage` (pooled ``(b, D)``).
+    """
+
+    def __init__(self, embed: nn.Module, body: GridTransformer, dim: int) -> None:
+        super().__init__()
+        self.embed, self.body, self.dim = embed, body, dim
+
+    def forward(self, x: Tensor, *, need_weights: bool = False) -> EncodedImage:
+        features = self.embed(x)  # (b, D, rows, cols)
+        if tuple(features.shape[-2:]) != self.body.grid:
+            raise ValueError(
+                f"x: a {tuple(x.shape[-2:])} image gives a {tuple(features.shape[-2:])} token "
+                f"grid; this model was built for {self.body.grid}"
+            )
+        tokens = features.flatten(2).transpose(1, 2)  # (b, rows * cols, D)
+        return self.body(tokens, need_weights=need_weights)
+
+
+class CNNImageEncoder(nn.Module):
+    """The CNN baseline (see :class:`CNNConfig`). Shapes: ``(b, 1, H, W)`` -> pooled
+    ``(b, channels[-1])``; it has no attention weights."""
+
+    def __init__(self, cfg: CNNConfig) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = 1
+        for i, c in enumerate(cfg.channels):
+            layers += [_conv(c_in, c), _conv(c, c)]
+            if i < len(cfg.channels) - 1:
+                layers.append(nn.MaxPool2d(2))
+            c_in = c
+        self.features = nn.Sequential(*layers)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.dim = c_in
+
+    def forward(self, x: Tensor, *, need_weights: bool = False) -> EncodedImage:
+        pooled = self.features(x).mean(dim=(2, 3))  # (b, c)
+        return EncodedImage(self.drop(pooled), None, (0, 0), 0)
+
+
+def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Module:
+    """The encoder ``cfg`` describes, for images of ``size = (H, W)``.
+
+    Raises:
+        ValueError: a patch size or downsampling that does not divide the image.
+    """
+    height, width = size
+    if isinstance(cfg, CNNConfig):
+        return CNNImageEncoder(cfg)
+    if isinstance(cfg, PixelsConfig):
+        embed: nn.Module = nn.Conv2d(1, cfg.dim, 1)  # a linear map of each grey value
+        grid = (height, width)
+    elif isinstance(cfg, PatchesConfig):
+        if height % cfg.patch or width % cfg.patch:
+            raise ValueError(
+                f"model.encoder.patch={cfg.patch} does not divide the {height}x{width} images; "
+                "use a divisor (4 or 7 for 28x28, 2 or 4 for 8x8)"
+            )
+        embed = nn.Conv2d(1, cfg.dim, cfg.patch, stride=cfg.patch)  # a linear map per patch
+        grid = (height // cfg.patch, width // cfg.patch)
+    elif isinstance(cfg, HybridConfig):
+        steps = int(math.log2(cfg.downsample)) if cfg.downsample > 0 else -1
+        if 2**steps != cfg.downsample or height % cfg.downsample or width % cfg.downsample:
+            raise ValueError(
+                f"model.encoder.downsample={cfg.downsample}: expected a power of 2 dividing the "
+                f"{height}x{width} images"
+            )
+        stages: list[nn.Module] = [_conv(1, cfg.stem)]
+        widths = [cfg.stem * 2**i for i in range(1, steps)] + [cfg.dim]
+        c_in = cfg.stem
+        for c in widths[:steps]:
+            stages.append(_conv(c_in, c, stride=2))
+            c_in = c
+        if steps == 0:
+            stages.append(nn.Conv2d(cfg.stem, cfg.dim, 1))
+        embed = nn.Sequential(*stages)
+        grid = (height // cfg.downsample, width // cfg.downsample)
+    else:
+        raise ValueError(f"unknown image encoder config {type(cfg).__name__}")
+    return TokenImageEncoder(embed, GridTransformer(cfg, grid), cfg.dim)
