@@ -65,14 +65,24 @@ def _next_log_probs(
 
 
 def _constrain(
-    log_probs: Tensor, finished: Tensor, force_eos: Tensor, *, bos: int, eos: int, pad: int
+    log_probs: Tensor,
+    finished: Tensor,
+    force_eos: Tensor,
+    *,
+    bos: int,
+    eos: int,
+    pad: int,
+    allow_eos: bool = True,
 ) -> Tensor:
-    """``<bos>`` and padding are never generated; finished rows may only continue with ``pad``
-    (cost 0); rows at their length limit only with ``<eos>`` (at the model's cost)."""
-    log_probs = log_probs.index_fill(-1, torch.tensor([bos, pad], device=log_probs.device),
+    """``<bos>`` and padding are never generated (nor ``<eos>`` before ``min_length``); finished
+    rows may only continue with ``pad`` (cost 0); rows at their length limit only with ``<eos>``
+    (at the model's cost)."""
+    forbidden = [bos, pad] if allow_eos else [bos, pad, eos]
+    eos_lp = log_probs[:, eos]
+    log_probs = log_probs.index_fill(-1, torch.tensor(forbidden, device=log_probs.device),
                                      float("-inf"))  # fmt: skip
     eos_only = torch.full_like(log_probs, float("-inf"))
-    eos_only[:, eos] = log_probs[:, eos]
+    eos_only[:, eos] = eos_lp
     log_probs = torch.where(force_eos[:, None], eos_only, log_probs)
     pad_only = torch.full_like(log_probs, float("-inf"))
     pad_only[:, pad] = 0.0
@@ -88,6 +98,7 @@ def greedy_decode(
     eos: int,
     max_lengths: Tensor,
     pad: int = 0,
+    min_length: int = 1,
     use_cache: bool = True,
 ) -> list[Hypothesis]:
     """The most likely next token at every step, for each source of ``memory``.
@@ -97,6 +108,8 @@ def greedy_decode(
         memory: ``model.encode(...)`` of ``b`` sources.
         bos, eos, pad: the target vocabulary's start, end and padding ids.
         max_lengths: ``(b,)`` the longest output of each source (:func:`max_output_lengths`).
+        min_length: ``<eos>`` is not generated before this many tokens (default 1: no empty
+            output), unless a source's ``max_lengths`` forces it.
         use_cache: decode incrementally on the model's state (default) or recompute the prefix.
 
     Returns:
@@ -112,7 +125,8 @@ def greedy_decode(
     state = None
     for t in range(int(max_lengths.max())):
         lp, state = _next_log_probs(model, memory, prefix, state, use_cache)  # (b, V)
-        lp = _constrain(lp, finished, t + 1 >= max_lengths, bos=bos, eos=eos, pad=pad)
+        lp = _constrain(lp, finished, t + 1 >= max_lengths, bos=bos, eos=eos, pad=pad,
+                        allow_eos=t >= min_length)  # fmt: skip
         best, token = lp.max(-1)  # (b,)
         log_prob += best
         lengths += (~finished).long()
@@ -142,12 +156,14 @@ def beam_search(
     length_penalty: float = 1.0,
     n_best: int | None = None,
     pad: int = 0,
+    min_length: int = 1,
     use_cache: bool = True,
 ) -> list[list[Hypothesis]]:
     """Beam search of width ``beam``, batched over the sources of ``memory`` (module docstring).
 
     Args:
-        model, memory, bos, eos, max_lengths, pad, use_cache: as :func:`greedy_decode`.
+        model, memory, bos, eos, max_lengths, pad, min_length, use_cache: as
+            :func:`greedy_decode`.
         beam: beam width ``k`` (>= 1).
         length_penalty: :math:`\\alpha` of the final ranking score ``log_prob / len ** alpha``.
         n_best: hypotheses returned per source (default ``beam``).
@@ -173,7 +189,8 @@ def beam_search(
     state = None
     for t in range(int(limits.max())):
         lp, state = _next_log_probs(model, memory, prefix, state, use_cache)  # (N, V)
-        lp = _constrain(lp, finished, t + 1 >= limits, bos=bos, eos=eos, pad=pad)
+        lp = _constrain(lp, finished, t + 1 >= limits, bos=bos, eos=eos, pad=pad,
+                        allow_eos=t >= min_length)  # fmt: skip
         vocab = lp.shape[-1]
         candidates = (scores.reshape(-1, 1) + lp).reshape(b, k * vocab)  # (b, k * V)
         scores, index = candidates.topk(k, dim=-1)  # (b, k), best first
