@@ -141,3 +141,23 @@ def test_rollout_of_identity_attention_is_identity() -> None:
     uniform = torch.full((1, 4, 4), 0.25)
     r = attention_rollout([uniform])
     torch.testing.assert_close(r.sum(-1), torch.ones(4, dtype=torch.float64))
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+    reason="Debian's dataset-fashion-mnist is not installed (apt-get install dataset-fashion-mnist)",
+)
+def test_fashion_splits_and_a_nested_subset() -> None:
+    from attnlab.tasks.images import FashionTask
+
+    task = FashionTask()
+    task.setup({"train_size": 1000})
+    splits = task.splits()
+    assert [len(splits[s]) for s in ("train", "dev", "test")] == [1000, 5000, 10000]
+    labels = torch.tensor([e.label for e in splits["train"]])
+    assert torch.bincount(labels).tolist() == [100] * 10
+    dev = {e.name for e in splits["dev"]}
+    task.setup({"train_size": 0})
+    assert {e.name for e in task.splits()["dev"]} == dev  # the same fixed dev split
+    batch = task.collate(splits["train"][:4])
+    assert batch["images"].shape == (4, 1, 28, 28) and batch["labels"].shape == (4,)

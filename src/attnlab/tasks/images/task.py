@@ -123,8 +123,9 @@ class ImageTask(Task):
 
     @staticmethod
     def _examples(data: ImageSet, split: str) -> list[ImageExample]:
-        return [ImageExample(img, int(y), f"{split}:{i}")
-                for i, (img, y) in enumerate(zip(data.images, data.labels))]  # fmt: skip
+        labels = data.labels.tolist()
+        return [ImageExample(img, y, f"{split}:{i}")
+                for i, (img, y) in enumerate(zip(data.images.unbind(0), labels))]  # fmt: skip
 
     def splits(self) -> dict[str, list]:
         return self._splits
