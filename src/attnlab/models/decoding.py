@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .seq2seq import Memory
+from .seq2seq_types import Memory
 
 __all__ = ["Hypothesis", "beam_search", "greedy_decode", "max_output_lengths"]
 

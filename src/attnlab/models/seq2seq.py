@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -36,10 +35,13 @@ from .. import masks
 from ..blocks.decoder import DecoderCache, TransformerDecoder
 from ..blocks.encoder import TransformerEncoder
 from ..positional import make_positional
+from .seq2seq_rnn import LSTMSeq2Seq
+from .seq2seq_types import DecodeOutput, Memory
 
 __all__ = [
     "SEQ2SEQ_KINDS",
     "DecodeOutput",
+    "LSTMSeq2Seq",
     "Memory",
     "Seq2SeqConfig",
     "TransformerSeq2Seq",
@@ -48,19 +50,6 @@ __all__ = [
 
 #: the model kinds of :func:`build_seq2seq`
 SEQ2SEQ_KINDS = ("transformer", "lstm")
-
-
-class Memory(NamedTuple):
-    """The encoded source."""
-
-    out: Tensor  # (b, m, dim), zeros at padded positions
-    lengths: Tensor  # (b,) long
-
-
-class DecodeOutput(NamedTuple):
-    logits: Tensor  # (b, n, V): the next token after each input position
-    state: Any  # what the next call continues from (None when use_cache=False)
-    cross_weights: list[Tensor] | None  # per layer (b, h, n, m) when need_weights
 
 
 @dataclass
@@ -200,8 +189,6 @@ class TransformerSeq2Seq(nn.Module):
 def build_seq2seq(cfg: Seq2SeqConfig, *, src_vocab: int, tgt_vocab: int) -> nn.Module:
     """The model of ``cfg`` for the given vocabulary sizes (id 0 = padding in both)."""
     if cfg.kind == "lstm":
-        from .seq2seq_rnn import LSTMSeq2Seq
-
         return LSTMSeq2Seq(
             src_vocab=src_vocab, tgt_vocab=tgt_vocab, dim=cfg.dim,
             encoder_depth=cfg.encoder_depth, decoder_depth=cfg.decoder_depth,

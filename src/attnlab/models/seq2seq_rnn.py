@@ -25,7 +25,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import masks
 from ..functional import AdditiveScore, attend
-from .seq2seq import DecodeOutput, Memory
+from .seq2seq_types import DecodeOutput, Memory
 
 __all__ = ["LSTMSeq2Seq"]
 
