@@ -1,0 +1,187 @@
+"""The Long Range Arena chart on ``listops``: test accuracy against training speed, peak memory
+as the bubble size (Tay et al. 2021, Figure 3), for exact attention and every efficient kernel.
+
+Usage::
+
+    # 1. accuracy: every kernel trains the same small model with the same step budget
+    OMP_NUM_THREADS=1 python benchmarks/lra.py accuracy [--kernels exact linear performer ...]
+        [--max-steps 5000] [--batch 32] [--train 96000] [--min-length 500] [--max-length 2000]
+        [--out results/lra]
+    # 2. speed and memory: one fwd+bwd training step per kernel, side by side in one process
+    #    (a quiet machine)
+    OMP_NUM_THREADS=2 python benchmarks/lra.py speed [--length 2000] [--batch 8]
+    # 3. the chart from both: docs/lra_chart.png
+    python benchmarks/lra.py chart
+
+The model is ``listops``'s default (width 64, 2 pre-norm blocks of 4 heads, feed-forward 128,
+rotary positions, attention pooling); only ``--model.encoder.attention.kernel`` changes, with
+the options of :func:`attnlab.bench.attention.scaled_options` (``max_len`` = the longest
+sequence, Reformer buckets of ~64 tokens). ``accuracy`` runs ``attnlab train listops`` per
+kernel (``--train.max_steps``; one process at a time; results appended to
+``OUT/accuracy.json`` as runs finish, finished kernels skipped, a failure recorded with its
+error). ``speed`` times a training step (forward, loss, backward) on the same batch of
+``batch`` sequences of about ``length`` tokens for every kernel, and its peak tensor bytes;
+speed is reported relative to exact attention measured in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from attnlab.attention_config import AttentionConfig
+from attnlab.bench import time_call
+from attnlab.bench.attention import scaled_options
+from attnlab.bench.measure import peak_tensor_bytes
+from attnlab.efficient import KERNELS
+from attnlab.tasks import TASKS
+from attnlab.tasks.longrange import ListOpsSpec, make_listops
+
+EXACT = "exact"
+
+
+def kernels(names: list[str] | None) -> list[str]:
+    return names or [EXACT, *KERNELS.names()]
+
+
+def kernel_args(name: str, max_length: int) -> list[str]:
+    if name == EXACT:
+        return []
+    opts = scaled_options(name, max_length)
+    return [f"--model.encoder.attention.kernel={name}"] + [
+        f"--model.encoder.attention.kernel_options.{k}={v}" for k, v in opts.items()
+    ]
+
+
+def task_args(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--task_options.train={args.train}", f"--task_options.dev={args.dev}",
+        f"--task_options.test={args.test}", f"--task_options.min_length={args.min_length}",
+        f"--task_options.max_length={args.max_length}", f"--task_options.seed={args.seed}",
+    ]  # fmt: skip
+
+
+def run_accuracy(args: argparse.Namespace) -> dict:
+    path = args.out / "accuracy.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    for name in kernels(args.kernels):
+        if name in results:
+            continue
+        run = args.out / "runs" / name
+        cmd = [
+            sys.executable, "-m", "attnlab", "train", "listops", *task_args(args),
+            *kernel_args(name, args.max_length), f"--train.max_steps={args.max_steps}",
+            "--train.epochs=1000", f"--train.batch_size={args.batch}", f"--train.seed={args.seed}",
+            "--train.log_every=0", *args.extra, f"--out_dir={run}", "--overwrite",
+        ]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            results[name] = {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+        else:
+            m = json.loads((run / "metrics.json").read_text())
+            results[name] = {"accuracy": m["test"]["accuracy"], "dev": m["best_score"],
+                             "steps": m["steps"]}  # fmt: skip
+        path.write_text(json.dumps(results, indent=1))
+        print(name, results[name], flush=True)
+    return results
+
+
+def run_speed(args: argparse.Namespace) -> dict:
+    spec = ListOpsSpec(train=args.batch, dev=0, test=0, min_length=args.length // 2,
+                       max_length=args.length, seed=args.seed)  # fmt: skip
+    examples = make_listops(spec)["train"]
+    task = TASKS.get("listops")()
+    results = {}
+    for name in kernels(args.kernels):
+        cfg = task.default_model_config()
+        if name != EXACT:
+            opts = scaled_options(name, args.length)
+            cfg.encoder.attention = AttentionConfig(kernel=name, kernel_options=opts)
+        try:
+            model = task.build_model(cfg).train()
+            batch = task.collate(examples)
+
+            def step(model=model, batch=batch) -> None:
+                model.zero_grad(set_to_none=True)
+                task.loss(model, batch)[0].backward()
+
+            t = time_call(step, repeats=args.repeats)
+            peak, _ = peak_tensor_bytes(step)
+            results[name] = {"time_s": t, "peak_bytes": peak}
+        except (ValueError, RuntimeError) as err:
+            results[name] = {"error": str(err).splitlines()[0]}
+        print(name, results[name], flush=True)
+    exact = results.get(EXACT, {}).get("time_s")
+    for r in results.values():
+        if exact and "time_s" in r:
+            r["speedup"] = exact / r["time_s"]
+    (args.out / "speed.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+def chart(args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    acc = json.loads((args.out / "accuracy.json").read_text())
+    speed = json.loads((args.out / "speed.json").read_text())
+    names = [n for n in acc if "accuracy" in acc[n] and "speedup" in speed.get(n, {})]
+    rows = ["| kernel | test accuracy | speed (x exact) | peak memory (MB) |", "|---|---|---|---|"]
+    for n in acc:
+        a, s = acc[n], speed.get(n, {})
+        rows.append(
+            f"| {n} | {a['accuracy']:.1%} |" if "accuracy" in a else f"| {n} | {a['error']} |"
+        )
+        rows[-1] += (
+            f" {s['speedup']:.2f} | {s['peak_bytes'] / 2**20:.0f} |" if "speedup" in s else " | |"
+        )
+    (args.out / "chart.md").write_text("\n".join(rows) + "\n")
+    peak = max(speed[n]["peak_bytes"] for n in names)
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for n in names:
+        x, y = speed[n]["speedup"], 100 * acc[n]["accuracy"]
+        ax.scatter(x, y, s=2000 * speed[n]["peak_bytes"] / peak, alpha=0.4)
+        ax.annotate(n, (x, y), fontsize=8, ha="center")
+    ax.set_xlabel("training speed (steps/s relative to exact attention)")
+    ax.set_ylabel("listops test accuracy (%)")
+    ax.set_title("LRA listops: accuracy, speed, memory (bubble area = peak memory)", fontsize=9)
+    args.chart.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(args.chart, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("part", choices=["accuracy", "speed", "chart"])
+    p.add_argument("--kernels", nargs="+", default=None, help=f"default: {EXACT} and all")
+    p.add_argument("--train", type=int, default=96_000)
+    p.add_argument("--dev", type=int, default=2_000)
+    p.add_argument("--test", type=int, default=2_000)
+    p.add_argument("--min-length", type=int, default=500)
+    p.add_argument("--max-length", type=int, default=2_000)
+    p.add_argument("--max-steps", type=int, default=5_000)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--extra", nargs="*", default=[], help="more `attnlab train` overrides")
+    p.add_argument("--length", type=int, default=2_000, help="speed: longest sequence")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("results/lra"))
+    p.add_argument("--chart", type=Path, default=Path("docs/lra_chart.png"))
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.part == "accuracy":
+        run_accuracy(args)
+    elif args.part == "speed":
+        run_speed(args)
+    else:
+        chart(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
