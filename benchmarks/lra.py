@@ -167,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=5_000)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--extra", nargs="*", default=[], help="more `attnlab train` overrides")
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        help="one more `attnlab train` override, as --extra=--train.lr=2e-3",
+    )
     p.add_argument("--length", type=int, default=2_000, help="speed: longest sequence")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=Path("results/lra"))

@@ -71,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--encodings", nargs="+", default=list(ENCODINGS))
-    p.add_argument("--extra", nargs="*", default=[], help="more `attnlab train` overrides")
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        help="one more `attnlab train` override, as --extra=--train.lr=2e-3",
+    )
     p.add_argument("--out", type=Path, default=Path("results/positions"))
     p.add_argument("--chart", type=Path, default=Path("docs/positions_chart.png"))
     args = p.parse_args(argv)
