@@ -30,20 +30,31 @@ import torch
 
 from attnlab.tasks import TASKS
 from attnlab.tasks.graph import GraphModelConfig, GraphOptions
+from attnlab.tasks.graph.selection import SELECT_RULES, judge
 
 
 def run_one(
-    dataset: str, kind: str, seed: int, *, epochs: int, patience: int, select: str = "task"
+    dataset: str,
+    kind: str,
+    seed: int,
+    *,
+    epochs: int,
+    patience: int,
+    select: str = "acc",
+    variant: str = "pyg",
 ) -> dict:
     task = TASKS.get(dataset)()
-    task.setup(GraphOptions())
+    task.setup(GraphOptions(select=select))
     recipe = task.default_train_options()
     torch.manual_seed(seed)
-    model = task.build_model(GraphModelConfig(kind=kind))
+    model = task.build_model(
+        GraphModelConfig(kind=kind, variant=variant if kind == "gat" else "pyg")
+    )
     # AdamW with weight_decay 0 (the trainer's, with these tasks' recipe) is Adam.
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
     train, dev, test = (task.collate([s]) for s in ("train", "dev", "test"))
-    best, best_epoch, bad, result = None, 0, 0, {}
+    history: list[tuple[float, float]] = []  # (dev accuracy, dev loss) per epoch
+    best_epoch, bad, result = 0, 0, {}
     start = time.perf_counter()
     for epoch in range(1, epochs + 1):
         model.train()
@@ -59,27 +70,38 @@ def run_one(
                 return logits
 
             dev_m = task.evaluate(cached, [dev])
-            score = task.score(dev_m) if select == "task" else -dev_m["loss"]
-            if task.is_better(score, best):
-                best, best_epoch, bad = score, epoch, 0
+            verdict = judge(select, dev_m["accuracy"], dev_m["loss"], history)
+            history.append((dev_m["accuracy"], dev_m["loss"]))
+            if verdict.best:
+                best_epoch = epoch
                 result = {"dev": dev_m, "test": task.evaluate(cached, [test])}
-            else:
-                bad += 1
-                if bad >= patience:
-                    break
+            bad = 0 if verdict.progress else bad + 1
+            if bad >= patience:
+                break
     return {
-        "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch,
-        "select": select, "best_epoch": best_epoch, "dev_accuracy": result["dev"]["accuracy"],
-        "test_accuracy": result["test"]["accuracy"], "seconds": time.perf_counter() - start,
+        "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch, "select": select,
+        "variant": variant if kind == "gat" else "pyg", "best_epoch": best_epoch,
+        "dev_accuracy": result["dev"]["accuracy"], "test_accuracy": result["test"]["accuracy"],
+        "seconds": time.perf_counter() - start,
     }  # fmt: skip
+
+
+_RULE = {None: "acc", "task": "acc"}  # old rows' names of the accuracy rule
+
+
+def _label(row: dict) -> str:
+    """``model [variant] (select)``: the table's row of a run."""
+    variant = row.get("variant", "pyg")
+    kind = row["model"] + (f" {variant}" if variant != "pyg" else "")
+    return f"{kind} ({_RULE.get(row.get('select'), row.get('select'))})"
 
 
 def table(rows: list[dict]) -> str:
     groups: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        groups.setdefault((r["model"], r["dataset"]), []).append(100 * r["test_accuracy"])
-    datasets = sorted({d for _, d in groups}, key=["cora", "citeseer"].index)
-    models = list(dict.fromkeys(r["model"] for r in rows))
+        groups.setdefault((_label(r), r["dataset"]), []).append(100 * r["test_accuracy"])
+    datasets = sorted({d for _, d in groups}, key=["cora", "citeseer", "karate"].index)
+    models = list(dict.fromkeys(_label(r) for r in rows))
     lines = ["| model | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 1) + "|"]
     for m in models:
         cells = []
@@ -101,24 +123,34 @@ def main(argv: list[str] | None = None) -> int:
                    help="KIND:SEEDS, run in this order (seeds 0..SEEDS-1)")  # fmt: skip
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
-    p.add_argument("--select", choices=["task", "loss"], default="task",
-                   help="model selection and patience: the task's rule (dev accuracy, ties to "
-                   "the lower loss) or the lowest dev loss")  # fmt: skip
+    p.add_argument("--select", choices=SELECT_RULES, default="acc",
+                   help="model selection and patience (attnlab.tasks.graph.selection): dev "
+                   "accuracy with ties to the lower loss, the lowest dev loss, or GAT's rule "
+                   "(acc+loss)")  # fmt: skip
+    p.add_argument(
+        "--variant",
+        choices=["pyg", "original"],
+        default="pyg",
+        help="GAT's layer: PyG's dropout or the authors' (models.GraphModelConfig)",
+    )
     p.add_argument("--out", default="runs/graph_accuracy.jsonl")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    done = {(r["dataset"], r["model"], r["seed"]) for r in rows}
+    # Rows written before --select/--variant existed ran the accuracy rule ("task") and PyG.
+    done = {(r["dataset"], r["model"], r["seed"], _RULE.get(r.get("select"), r.get("select")),
+             r.get("variant", "pyg")) for r in rows}  # fmt: skip
     plan = [(kind, int(n or 1)) for kind, _, n in (m.partition(":") for m in args.models)]
     # Seed by seed, so that an interrupted run has a few seeds of everything.
     for seed in range(max(n for _, n in plan)):
         for kind, n in plan:
             for dataset in args.datasets if seed < n else ():
-                if (dataset, kind, seed) in done:
+                variant = args.variant if kind == "gat" else "pyg"
+                if (dataset, kind, seed, args.select, variant) in done:
                     continue
                 row = run_one(dataset, kind, seed, epochs=args.epochs, patience=args.patience,
-                              select=args.select)  # fmt: skip
+                              select=args.select, variant=variant)  # fmt: skip
                 rows.append(row)
                 with out.open("a") as f:
                     f.write(json.dumps(row) + "\n")

@@ -210,6 +210,20 @@ class Task(ABC):
             return True
         return score > best if self.higher_is_better else score < best
 
+    def select(
+        self, metrics: Mapping[str, float], history: Sequence[Mapping[str, Any]]
+    ) -> tuple[bool, bool] | None:
+        """A selection rule that needs more than the best score so far: ``(best, progress)``.
+
+        For a dev evaluation with ``metrics``, given the earlier evaluations' ``history`` rows
+        (``metrics.csv``'s, with ``dev_<metric>`` keys): ``best`` saves the model as
+        ``best.pt``, ``progress`` resets early stopping's counter (GAT's rule: best when dev
+        accuracy and dev loss are both at their best so far, progress while either is).
+        ``None`` (the default): the usual rule, :meth:`is_better` on :meth:`score`, where a
+        new best is the only progress.
+        """
+        return None
+
     # ---------------------------------------------------------------- commands: inputs
     def add_arguments(self, parser: argparse.ArgumentParser, command: str) -> None:
         """Declare this task's own flags of ``predict`` and ``show`` (``--node 12``,

@@ -63,9 +63,11 @@ def dev_row(
 
 
 def judge_score(
-    task: Task, metrics: dict[str, float], best_score: float | None, *, log: bool
-) -> tuple[float | None, bool]:
-    """``(score, improved)`` of a dev evaluation under the best-model rule (module docstring).
+    task: Task, metrics: dict[str, float], state: TrainState, *, log: bool
+) -> tuple[float | None, bool, bool]:
+    """``(score, improved, progress)`` of a dev evaluation under the best-model rule (module
+    docstring) or the task's own :meth:`~attnlab.tasks.Task.select` given the earlier
+    evaluations (``state.history``); ``progress`` resets the patience counter.
 
     ``score`` is ``None`` without dev metrics; ``log`` warns about a non-finite score.
     """
@@ -73,8 +75,12 @@ def judge_score(
     if score is not None and not math.isfinite(score):
         if log:
             logger.warning("dev %s is %s: not a candidate for best.pt", task.metric_name, score)
-        return score, False
-    return score, score is None or task.is_better(score, best_score)
+        return score, False, False
+    verdict = task.select(metrics, state.history) if metrics else None
+    if verdict is not None:
+        return score, bool(verdict[0]), bool(verdict[0] or verdict[1])
+    improved = score is None or task.is_better(score, state.best_score)
+    return score, improved, improved
 
 
 def log_evaluation(

@@ -62,15 +62,19 @@ class TrainState:
         *,
         improved: bool,
         patience: int,
+        progress: bool | None = None,
     ) -> None:
         """Append ``row`` to the history, reset the interval sums, and update the best score
-        and the early-stopping counter (``patience`` 0: never stop)."""
+        and the early-stopping counter (``patience`` 0: never stop; ``progress``, default
+        ``improved``: the evaluation resets the counter without being the best)."""
         self.history.append(row)
         self.interval_loss = self.interval_units = self.interval_time_s = 0.0
         self.last_eval_step = self.step
         if improved:
             self.best_score, self.best_step, self.best_epoch = score, self.step, row["epoch"]
             self.best_metrics, self.bad_evals = dict(metrics), 0
+        elif progress:
+            self.bad_evals = 0
         else:
             self.bad_evals += 1
             self.stopped_early = bool(patience) and self.bad_evals >= patience

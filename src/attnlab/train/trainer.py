@@ -359,8 +359,9 @@ class Trainer:
             s, metrics, epoch=self._epoch_progress(), lr=self.optimizer.param_groups[0]["lr"],
             elapsed_s=self._elapsed(),
         )  # fmt: skip
-        score, improved = judge_score(self.task, metrics, s.best_score, log=self.env.is_main)
-        s.record_evaluation(row, metrics, score, improved=improved, patience=tc.patience)
+        score, improved, progress = judge_score(self.task, metrics, s, log=self.env.is_main)
+        s.record_evaluation(row, metrics, score, improved=improved, progress=progress,
+                            patience=tc.patience)  # fmt: skip
         if self.env.is_main:
             write_metrics_csv(self.out_dir / "metrics.csv", s.history)
             log_evaluation(self.task, s, row, metrics, improved=improved, patience=tc.patience)

@@ -1,4 +1,5 @@
-"""Every graph model kind: shapes, finite outputs on isolated nodes, gradients, weights."""
+"""Every graph model kind (and GAT's ``original`` variant): shapes, finite outputs on isolated
+nodes, gradients, weights."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from attnlab.tasks.graph import MODEL_KINDS, GraphModelConfig, build_node_model
 from attnlab.tasks.graph.models import feature_dropout
 
 N, F, C = 12, 5, 3
+# Every kind, and GAT with the authors' layer ("gat/original").
+KINDS = [*MODEL_KINDS, "gat/original"]
 
 
 def tiny_batch(isolated: bool = True) -> dict[str, torch.Tensor]:
@@ -27,11 +30,12 @@ def tiny_batch(isolated: bool = True) -> dict[str, torch.Tensor]:
 
 
 def model_of(kind: str):
-    cfg = GraphModelConfig(kind=kind, hidden=4, heads=2, lappe_k=4)
+    kind, _, variant = kind.partition("/")
+    cfg = GraphModelConfig(kind=kind, hidden=4, heads=2, lappe_k=4, variant=variant or "pyg")
     return build_node_model(cfg, in_dim=F, num_classes=C)
 
 
-@pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_shapes_finite_and_gradients(kind):
     torch.manual_seed(0)
     model = model_of(kind)
@@ -44,7 +48,7 @@ def test_shapes_finite_and_gradients(kind):
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
 
 
-@pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_eval_deterministic_and_weights(kind):
     model = model_of(kind).eval()
     batch = tiny_batch()
@@ -104,13 +108,13 @@ def test_feature_dropout_is_dropout_on_nonzeros():
 
 
 @pytest.mark.parametrize(("field", "value"), [("kind", "transformer"), ("heads", 0),
-                                              ("dropout", 1.0)])  # fmt: skip
+                                              ("dropout", 1.0), ("variant", "tf")])  # fmt: skip
 def test_bad_config(field, value):
     with pytest.raises(ValueError, match=f"model.{field}"):
         GraphModelConfig(**{field: value})
 
 
-@pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_sparse_features_equal_dense(kind):
     """Planetoid's features travel as a sparse COO tensor: same outputs and gradients."""
     torch.manual_seed(0)
@@ -138,3 +142,11 @@ def test_sparse_feature_dropout_keeps_the_pattern():
     out = feature_dropout(x.to_sparse(), 0.5, True).to_dense()
     assert bool((out[x == 0] == 0).all())
     assert set(out[x != 0].unique().tolist()) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("kind", ["gatv2", "gcn", "mlp"])
+def test_original_variant_needs_gat(kind):
+    with pytest.raises(
+        ValueError, match="model.variant='original' is a GAT layer; it needs model.kind=gat"
+    ):
+        GraphModelConfig(kind=kind, variant="original")

@@ -34,9 +34,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .layers import OriginalGATConv, feature_dropout
+
 __all__ = ["GraphModelConfig", "NodeOutput", "build_node_model", "MODEL_KINDS"]
 
 MODEL_KINDS = ("gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp")
+GAT_VARIANTS = ("pyg", "original")
 
 
 @dataclass
@@ -53,6 +56,10 @@ class GraphModelConfig:
         attention_dropout: dropout on the attention weights (GAT: 0.6).
         negative_slope: LeakyReLU slope of GAT's score (0.2).
         lappe_k: Laplacian eigenvectors per node (``full_lappe``).
+        variant: ``gat`` only: ``"pyg"`` (:class:`attnlab.graph.GATConv`, PyG's dropout: the
+            input once for all heads) or ``"original"`` (:class:`.layers.OriginalGATConv`, the
+            authors' TensorFlow layer: input dropout drawn per head, the projected features
+            dropped again on the value path, Glorot per head).
     """
 
     kind: Literal["gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp"] = "gat"
@@ -63,11 +70,21 @@ class GraphModelConfig:
     attention_dropout: float = 0.6
     negative_slope: float = 0.2
     lappe_k: int = 16
+    variant: Literal["pyg", "original"] = "pyg"
 
     def __post_init__(self) -> None:
         if self.kind not in MODEL_KINDS:
             raise ValueError(
                 f"model.kind: unknown {self.kind!r}; valid choices: {', '.join(MODEL_KINDS)}"
+            )
+        if self.variant not in GAT_VARIANTS:
+            raise ValueError(
+                f"model.variant: unknown {self.variant!r}; valid choices: {', '.join(GAT_VARIANTS)}"
+            )
+        if self.variant != "pyg" and self.kind != "gat":
+            raise ValueError(
+                f"model.variant={self.variant!r} is a GAT layer; it needs model.kind=gat, got "
+                f"{self.kind!r} (leave model.variant=pyg for the other kinds)"
             )
         for name in ("hidden", "heads", "out_heads", "lappe_k"):
             value = getattr(self, name)
@@ -81,25 +98,6 @@ class GraphModelConfig:
 class NodeOutput(NamedTuple):
     logits: Tensor  # (n, C)
     attention: list[tuple[Tensor, Tensor]]  # per layer: (edge_index (2, E'), weights (E', h))
-
-
-def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """``F.dropout(x, p, training)`` for dense or sparse COO features (the stored entries of a
-    sparse ``x`` are dropped; a dropped zero is zero, so the distribution is the same).
-
-    Planetoid's bag-of-words features are ~1% non-zero: kept sparse, the input dropout draws
-    100x fewer random numbers and the first layer's ``nn.Linear`` multiplies a sparse matrix
-    (together a third of GAT's training step on Cora when dense).
-    """
-    if not training or p == 0.0:
-        return x
-    if x.is_sparse:
-        x = x.coalesce()
-        values = F.dropout(x.values(), p, True)  # same pattern: no need to re-check it
-        return torch.sparse_coo_tensor(
-            x.indices(), values, x.shape, check_invariants=False, is_coalesced=True
-        )
-    return F.dropout(x, p, True)
 
 
 class NodeModel(nn.Module):
@@ -142,6 +140,8 @@ class ConvNet(NodeModel):
             return
         conv = graph.GATConv if cfg.kind == "gat" else graph.GATv2Conv
         opts = {"negative_slope": cfg.negative_slope, "dropout": cfg.attention_dropout}
+        if cfg.variant == "original":  # the layer drops its own input, per head: none here
+            conv, opts["input_dropout"], self.p = OriginalGATConv, cfg.dropout, 0.0
         self.conv1 = conv(in_dim, cfg.hidden, heads=cfg.heads, **opts)
         self.conv2 = conv(width, num_classes, heads=cfg.out_heads, concat=False, **opts)
 

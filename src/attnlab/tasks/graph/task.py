@@ -9,8 +9,11 @@ accuracy count the split's nodes only.
 Training follows GAT (Velickovic et al. 2018): Adam, lr 0.005, L2 penalty 5e-4 on every
 parameter *added to the loss* (``task_options.l2``; Adam's coupled ``weight_decay``, not the
 trainer's decoupled AdamW decay, which these tasks set to 0), no gradient clipping, a constant
-learning rate, and early stopping with patience 100 on dev. Model selection (``best.pt``): dev
-accuracy, ties broken by the lower dev loss (GAT's rule looks at both).
+learning rate, and early stopping with patience 100 on dev. Model selection (``best.pt``):
+``task_options.select`` (:mod:`.selection`): dev accuracy with ties to the lower dev loss
+(``acc``, the default), the lowest dev loss (``loss``), or GAT's own rule (``acc+loss``: the
+latest model at which dev accuracy and dev loss were both at their best so far; patience
+counts evaluations where neither was).
 
 ``predict`` / ``show`` take node ids (``--node 12 --node 40``, or bare ids) and reload the
 graph by name (from the data mirror / cache), so a checkpoint stays small.
@@ -31,6 +34,7 @@ from torch import Tensor, nn
 from ..base import Task, options_as
 from .data import NodeGraph, load_graph
 from .models import GraphModelConfig, build_node_model
+from .selection import SELECT_RULES, judge
 
 __all__ = ["NodeTask", "CoraTask", "CiteSeerTask", "KarateTask", "GraphOptions"]
 
@@ -45,13 +49,23 @@ class GraphOptions:
     Args:
         l2: L2 penalty ``l2 / 2 * sum(p ** 2)`` over all parameters, added to the mean loss
             (GAT's and GCN's weight decay; 0: none).
+        select: the model-selection and early-stopping rule on dev (:mod:`.selection`):
+            ``"acc"`` (dev accuracy, ties to the lower dev loss), ``"loss"`` (the lowest dev
+            loss) or ``"acc+loss"`` (GAT's: best when both are at their best so far; patience
+            resets while either improves).
     """
 
     l2: float = 5e-4
+    select: str = "acc"
 
     def __post_init__(self) -> None:
         if self.l2 < 0:
             raise ValueError(f"task_options.l2 must be >= 0, got {self.l2}")
+        if self.select not in SELECT_RULES:
+            raise ValueError(
+                f"task_options.select: unknown rule {self.select!r}; valid choices: "
+                f"{', '.join(SELECT_RULES)}"
+            )
 
 
 class NodeTask(Task):
@@ -65,7 +79,7 @@ class NodeTask(Task):
         self.graph: NodeGraph | None = None
         self.classes: list[str] = []
         self.num_features = 0
-        self.l2 = GraphOptions().l2
+        self.l2, self.selection = GraphOptions().l2, GraphOptions().select
         self.model_cfg = GraphModelConfig()
 
     # ------------------------------------------------------------------ configuration
@@ -86,7 +100,8 @@ class NodeTask(Task):
 
     # ------------------------------------------------------------------ data
     def setup(self, options: GraphOptions) -> None:
-        self.l2 = options_as(GraphOptions, options).l2
+        options = options_as(GraphOptions, options)
+        self.l2, self.selection = options.l2, options.select
         self._load()
 
     def _load(self) -> NodeGraph:
@@ -153,6 +168,17 @@ class NodeTask(Task):
     def score(self, metrics: Mapping[str, float]) -> float:
         """Dev accuracy, ties broken by the lower dev loss."""
         return super().score(metrics) - _LOSS_TIEBREAK * float(metrics.get("loss", 0.0))
+
+    def select(
+        self, metrics: Mapping[str, float], history: Sequence[Mapping[str, Any]]
+    ) -> tuple[bool, bool] | None:
+        """``task_options.select`` (:mod:`.selection`); ``"acc"`` is the trainer's usual rule
+        on :meth:`score`."""
+        if self.selection == "acc":
+            return None
+        earlier = [(r["dev_accuracy"], r["dev_loss"]) for r in history
+                   if "dev_accuracy" in r and "dev_loss" in r]  # fmt: skip
+        return tuple(judge(self.selection, metrics["accuracy"], metrics["loss"], earlier))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,113 @@
+"""The GAT authors' layer (:class:`OriginalGATConv`): PyG's maths without dropout, its own
+dropout pattern in training, Glorot per head, clear errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnlab.graph import GATConv
+from attnlab.tasks.graph.layers import OriginalGATConv
+
+N, F, H, C = 10, 6, 3, 4
+
+
+def graph() -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded random graph with a self loop and an isolated node (9)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(N, F, generator=gen, dtype=torch.float64)
+    src = torch.randint(0, 9, (30,), generator=gen)
+    dst = torch.randint(0, 9, (30,), generator=gen)
+    return x, torch.stack([src, dst])
+
+
+@pytest.mark.parametrize("concat", [True, False])
+def test_without_dropout_equals_gatconv(concat):
+    """In eval mode (no dropout) the layer is GAT's maths: equal to GATConv given the weights,
+    attention weights included (float64)."""
+    x, edges = graph()
+    torch.manual_seed(0)
+    ours = OriginalGATConv(F, C, H, concat, dropout=0.6, input_dropout=0.6).double().eval()
+    ref = GATConv(F, C, H, concat, dropout=0.6).double().eval()
+    with torch.no_grad():
+        ref.bias.normal_()  # a non-zero bias
+    ours.load_state_dict(ref.state_dict())
+    out, (used, alpha) = ours(x, edges, return_attention_weights=True)
+    ref_out, (ref_used, ref_alpha) = ref(x, edges, return_attention_weights=True)
+    torch.testing.assert_close(out, ref_out)
+    # the same edges (self loops appended last), maybe in another order: compare per edge
+    key, ref_key = used[0] * N + used[1], ref_used[0] * N + ref_used[1]
+    torch.testing.assert_close(alpha[key.argsort()], ref_alpha[ref_key.argsort()])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_each_head_draws_its_own_input_mask(sparse):
+    """Input x = identity: row i of head k's projection is 0 (input i dropped for that head) or
+    W_k's column i / (1 - p); the heads' drop patterns differ (GAT's per-head tf.nn.dropout)."""
+    torch.manual_seed(0)
+    n, p = 64, 0.5
+    layer = OriginalGATConv(n, C, heads=8, input_dropout=p).train()
+    x = torch.eye(n)
+    h = layer._project(x.to_sparse() if sparse else x)  # (n, H, C)
+    weight = layer.lin.weight.detach().view(8, C, n)  # (H, C, F)
+    kept = h.detach().abs().sum(-1) > 0  # (n, H)
+    expected = weight.permute(2, 0, 1) / (1 - p)  # (n, H, C)
+    torch.testing.assert_close(h.detach()[kept], expected[kept])
+    patterns = {tuple(kept[:, k].tolist()) for k in range(8)}
+    assert len(patterns) == 8
+    assert 0.3 < kept.float().mean() < 0.7
+
+
+def test_values_are_dropped_again():
+    """Only self loops (alpha = 1), one head, x = identity: out[i, c] = drop(drop(x)_i W)_c is
+    0 or W[c, i] / (1 - p)^2 (both dropouts kept it), and rows mix zeros and non-zeros (the
+    value dropout is per channel, the input dropout per input row)."""
+    torch.manual_seed(0)
+    n, p = 200, 0.5
+    layer = OriginalGATConv(n, 8, heads=1, input_dropout=p).train()
+    out = layer(torch.eye(n), torch.empty(2, 0, dtype=torch.long)).detach()  # (n, 8)
+    weight = layer.lin.weight.detach().T  # (n, 8): row i is what input i projects to (bias 0)
+    kept = out != 0
+    torch.testing.assert_close(out[kept], weight[kept] / (1 - p) ** 2)
+    mixed = kept.any(1) & ~kept.all(1)
+    assert mixed.sum() > n // 4
+    assert 0.15 < kept.float().mean() < 0.35  # kept by both: (1 - p)^2 = 0.25
+
+
+def test_glorot_per_head():
+    torch.manual_seed(0)
+    layer = OriginalGATConv(1000, 8, heads=8)
+    assert layer.lin.weight.abs().max() <= math.sqrt(6 / (1000 + 8))
+    assert layer.lin.weight.abs().max() > 0.9 * math.sqrt(6 / (1000 + 8))  # not PyG's 6/(1000+64)
+    bound = math.sqrt(6 / (8 + 1))
+    for att in (layer.att_src, layer.att_dst):
+        assert att.abs().max() <= bound and att.abs().max() > 0.8 * bound
+    assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+
+
+def test_isolated_node_is_defined():
+    x, edges = graph()
+    out = OriginalGATConv(F, C, H).double().eval()(x, edges)
+    assert torch.isfinite(out).all() and out.shape == (N, H * C)
+
+
+@pytest.mark.parametrize(
+    ("edges", "match"),
+    [(torch.tensor([[0, 1], [2, N]]), "out of range"), (torch.tensor([[0, -1], [1, 2]]), "negative"),
+     (torch.tensor([[0.0, 1.0], [1.0, 2.0]]), "integer tensor"),
+     (torch.tensor([[0, 1, 2]]), r"shape \(2, num_edges\)")],
+)  # fmt: skip
+def test_bad_edge_index(edges, match):
+    x, _ = graph()
+    with pytest.raises(ValueError, match=match):
+        OriginalGATConv(F, C, H).double()(x, edges)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="input_dropout must be in"):
+        OriginalGATConv(F, C, H, input_dropout=1.0)
+    x, edges = graph()
+    with pytest.raises(ValueError, match="takes no edge_attr"):
+        OriginalGATConv(F, C, H).double()(x, edges, torch.ones(edges.shape[1], 1))
