@@ -76,6 +76,32 @@ def test_values_are_dropped_again():
     assert 0.15 < kept.float().mean() < 0.35  # kept by both: (1 - p)^2 = 0.25
 
 
+def test_sparse_projection_is_the_masked_product():
+    """Sparse x in training: head k's projection is (x with its stored entries masked by head
+    k's mask) @ W_k^T, the mask drawn as one (nnz, H) dropout of ones; the training forward's
+    gradient by gradcheck (the same masks on every call, float64)."""
+    x, edges = graph()
+    x[x.abs() < 0.8] = 0.0
+    sparse = x.to_sparse().coalesce()
+    rows, cols = sparse.indices()
+    layer = OriginalGATConv(F, C, H, input_dropout=0.5).double().train()
+    torch.manual_seed(3)
+    h = layer._project(sparse)  # (n, H, C)
+    torch.manual_seed(3)
+    keep = torch.nn.functional.dropout(torch.ones(rows.shape[0], H, dtype=x.dtype), 0.5, True)
+    weight = layer.lin.weight.detach().view(H, C, F)
+    for k in range(H):
+        masked = torch.zeros_like(x)
+        masked[rows, cols] = sparse.values() * keep[:, k]
+        torch.testing.assert_close(h[:, k].detach(), masked @ weight[k].T)
+
+    def forward(w: torch.Tensor) -> torch.Tensor:  # the whole training forward, same masks
+        torch.manual_seed(3)
+        return torch.func.functional_call(layer, {"lin.weight": w}, (sparse, edges))
+
+    assert torch.autograd.gradcheck(forward, (layer.lin.weight.detach().clone().requires_grad_(),))
+
+
 def test_glorot_per_head():
     torch.manual_seed(0)
     layer = OriginalGATConv(1000, 8, heads=8)

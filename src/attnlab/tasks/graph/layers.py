@@ -108,8 +108,19 @@ class OriginalGATConv(GATConv):
         if not (self.training and self.input_dropout > 0):
             return self.lin(x).view(n, H, C)
         weight = self.lin.weight.view(H, C, -1)  # (H, C, F)
-        heads = [F.linear(feature_dropout(x, self.input_dropout, True), weight[k]) for k in range(H)]  # fmt: skip
-        return torch.stack(heads, dim=1)  # (n, H, C)
+        if not x.is_sparse:
+            heads = [F.linear(F.dropout(x, self.input_dropout, True), weight[k]) for k in range(H)]
+            return torch.stack(heads, dim=1)  # (n, H, C)
+        # Sparse x (Planetoid's ~1% non-zero features): one mask per stored entry and head, and
+        # the product as a gather / scatter over the entries, O(nnz * H * C): H sparse matmuls
+        # (and their backward) took half of a training step.
+        x = x.coalesce()
+        rows, cols = x.indices()  # (nnz,) each
+        keep = F.dropout(x.values().new_ones(cols.shape[0], H), self.input_dropout, True)
+        scaled = x.values().unsqueeze(1) * keep  # (nnz, H): entry value, dropped per head
+        rows_of_w = self.lin.weight.t().contiguous()  # (F, H*C): a contiguous gather
+        msg = rows_of_w.index_select(0, cols).view(-1, H, C) * scaled.unsqueeze(-1)  # (nnz, H, C)
+        return msg.new_zeros(n, H, C).index_add(0, rows, msg)
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None,
                 return_attention_weights: bool = False):  # fmt: skip
