@@ -92,7 +92,10 @@ class G2POptions:
 
 
 class G2PTask(Task):
-    """Letters -> phones with an encoder-decoder (module docstring)."""
+    """Grapheme to phoneme on CMUdict: letters in, phones out (N -> M); PER and WER.
+
+    See the module docstring for the data, the split, training, decoding and the commands.
+    """
 
     name = "g2p"
     metric_name = "per"
