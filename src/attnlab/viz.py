@@ -149,7 +149,10 @@ def _select(
     weights: Sequence[Tensor], layer: int | None, head: int | None
 ) -> list[tuple[int, int, Tensor]]:
     """``(layer index, head index, (i, j) float weights)`` of the panels to draw."""
-    layers, heads = len(weights), weights[0].shape[0]
+    layers = len(weights)
+    # Layers may differ in heads (GAT's output layer has 1): --head H draws the layers with one.
+    drawn = [weights[layer - 1]] if layer is not None and 1 <= layer <= layers else weights
+    heads = max(w.shape[0] for w in drawn)
     for name, value, count in (("layer", layer, layers), ("head", head, heads)):
         if value is not None and not 1 <= value <= count:
             raise ValueError(
@@ -157,9 +160,11 @@ def _select(
                 f"(1 to {count}), got {name}={value}"
             )
     chosen_layers = range(layers) if layer is None else [layer - 1]
-    chosen_heads = range(heads) if head is None else [head - 1]
     return [
-        (r, c, weights[r][c].detach().float().cpu()) for r in chosen_layers for c in chosen_heads
+        (r, c, weights[r][c].detach().float().cpu())
+        for r in chosen_layers
+        for c in (range(weights[r].shape[0]) if head is None else [head - 1])
+        if c < weights[r].shape[0]
     ]
 
 

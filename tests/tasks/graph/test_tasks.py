@@ -96,12 +96,36 @@ def test_show_draws_a_png(karate, tmp_path, capsys):
     assert out.read_bytes()[:8] == PNG
 
 
-def test_show_without_attention_draws_plain_edges(tmp_path):
+def test_show_without_attention_draws_plain_edges(tmp_path, capsys):
     run = tmp_path / "mlp"
     assert main(["train", "karate", *TINY, "--model.kind=mlp", f"--out_dir={run}"]) == 0
     out = tmp_path / "mlp.png"
     assert main(["show", str(run), "--node", "3", "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == PNG
+    capsys.readouterr()
+    assert main(["show", str(run), "--node", "3", "--layer", "1", "--out", str(out)]) == 2
+    assert "a mlp model has no attention weights to show" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--layer", "2"], ["--head", "2"], ["--layer", "1", "--head", "1"]])  # fmt: skip
+def test_show_layer_and_head_draw_the_neighbourhood_heatmap(karate, tmp_path, flags):
+    """GAT's layers differ in heads (2, then 1): each choice draws the layers that have it."""
+    out = tmp_path / "heads.png"
+    assert main(["show", str(karate), "--node", "0", *flags, "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
+
+
+def test_attention_map_rows_are_the_weights_among_the_neighbourhood(karate):
+    """Node 0's row holds all its in-edges (its neighbours are all drawn): it sums to one."""
+    from attnlab.commands import load_for_inference
+
+    task, model, _ = load_for_inference(str(karate))
+    attn = task.attention_map(model, 0)
+    assert attn.queries[0] == "0" and attn.queries == attn.keys
+    assert [w.shape[0] for w in attn.weights] == [2, 1]  # heads per layer
+    for w in attn.weights:
+        torch.testing.assert_close(w[:, 0].sum(-1), torch.ones(w.shape[0]))
+        assert ((w >= 0) & (w <= 1)).all()
 
 
 def test_eval_reports_accuracy(karate, capsys):

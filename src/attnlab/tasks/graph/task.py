@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..base import Task, options_as
+from ..base import AttentionMap, Task, options_as
 from .data import NodeGraph, load_graph
 from .models import GraphModelConfig, build_node_model
 from .selection import SELECT_RULES, judge
@@ -236,6 +236,40 @@ class NodeTask(Task):
         probs = ", ".join(f"{c} {p:.2f}" for c, p in top)
         return (f"node {record['node']}: {record['label']} ({probs}; gold {record['gold']}, "
                 f"{record['split']})")  # fmt: skip
+
+    @torch.no_grad()
+    def attention_map(self, model: nn.Module, input: int) -> AttentionMap:
+        """Per attention layer, the ``(h, i, j)`` weights among node ``input``'s 2-hop
+        neighbourhood (the nodes :meth:`draw` shows, at most
+        :data:`~.draw.MAX_DRAWN_NODES`): row ``i`` attends to column ``j``, zero where there is
+        no edge. What ``attnlab show --node N --layer L --head H`` draws as a heatmap.
+
+        Raises:
+            ValueError: a model without attention weights (``gcn``, ``mlp``).
+        """
+        from .draw import neighbourhood
+
+        graph = self._load()
+        node = self.command_inputs([], {"nodes": [input]})[0]
+        model.eval()
+        attention = model(self._batch(graph, torch.tensor([node])), need_weights=True).attention
+        if not attention:
+            raise ValueError(
+                f"{self._label()}: a {self.model_cfg.kind} model has no attention weights to "
+                "show; drop --layer/--head to draw its neighbourhood"
+            )
+        nodes = neighbourhood(graph.edge_index, node)
+        pos = torch.full((graph.num_nodes,), -1, dtype=torch.long)
+        pos[torch.tensor(nodes)] = torch.arange(len(nodes))
+        maps = []
+        for edges, weights in attention:  # (2, E'), (E', h)
+            i, j = pos[edges[1]], pos[edges[0]]  # destination attends to source
+            keep = (i >= 0) & (j >= 0)
+            dense = torch.zeros(weights.shape[1], len(nodes), len(nodes))  # (h, i, j)
+            dense[:, i[keep], j[keep]] = weights[keep].float().T
+            maps.append(dense)
+        labels = [str(n) for n in nodes]
+        return AttentionMap(maps, labels, labels)
 
     def draw(
         self, model: nn.Module, input: int, out: str | Path, *, title: str = "", **options: Any
