@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from .attention_checks import bias_flags, check_kernel_request, check_sequence
 from .attention_config import AttentionConfig
 from .efficient import make_kernel
-from .efficient.linear import RecurrentCache, recurrent_attention
+from .efficient.linear import LinearKernel, RecurrentCache, recurrent_attention
 from .functional import get_normalize, make_score
 from .kernels import AttentionKernel, ExactKernel, KernelModule, run_kernel
 from .masks import Mask
@@ -282,7 +282,7 @@ class MultiHeadAttention(nn.Module):
         """An empty incremental-decoding cache for this layer's causal self-attention: a
         :class:`RecurrentCache` (constant size) when the kernel has an RNN form (``linear``),
         else a :class:`KVCache`."""
-        return RecurrentCache() if hasattr(self.kernel, "decode") else KVCache()
+        return RecurrentCache() if isinstance(self.kernel, LinearKernel) else KVCache()
 
     def train(self, mode: bool = True) -> MultiHeadAttention:
         # Fused AdamW (torch 2.13, CPU) updates parameters without bumping their version, so
