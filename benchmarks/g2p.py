@@ -37,7 +37,7 @@ PRESETS = {
         "--model.dropout=0.0", "--train.batch_size=128", "--train.lr=0.002",
     ],
     "lstm": [
-        "--model.kind=lstm", "--model.dim=256", "--model.encoder_depth=1",
+        "--model.kind=lstm", "--model.dim=192", "--model.encoder_depth=1",
         "--model.decoder_depth=1", "--model.dropout=0.0", "--train.batch_size=128",
         "--train.lr=0.002",
     ],
