@@ -2,10 +2,12 @@
 
 Each run is what ``attnlab train DATASET --model.kind=KIND --train.seed=S`` does (the task's
 loss with its L2 penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping,
-dev evaluation every epoch, best dev score = dev accuracy with ties to the lower dev loss,
-patience 100, test accuracy of the best model), in a lean loop: no checkpoint files, and one
-forward pass per epoch serves dev and test (test metrics are recorded when dev improves,
-which equals testing the best checkpoint at the end).
+dev evaluation every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev
+accuracy with ties to the lower dev loss, the tasks' default), ``loss`` or ``acc+loss`` (GAT's
+rule, :mod:`attnlab.tasks.graph.selection`), test accuracy of the selected model;
+``--variant original``: GAT's layer as the authors' code computes it), in a lean loop: no
+checkpoint files, and one forward pass per epoch serves dev and test (test metrics are recorded
+when the rule selects the model, which equals testing ``best.pt`` at the end).
 
 Results go, one JSON line per run, to ``--out`` (appended, so an interrupted run keeps what it
 finished and a rerun skips what is done); the markdown table of mean +- std is printed.
@@ -13,6 +15,9 @@ finished and a rerun skips what is done); the markdown table of mean +- std is p
     OMP_NUM_THREADS=2 python benchmarks/graph_accuracy.py --datasets cora citeseer \
         --models gat:10 mlp:10 gcn:10 gatv2:3 graph_attention:3 full_lappe:3 \
         --out runs/graph_accuracy.jsonl
+    OMP_NUM_THREADS=1 python benchmarks/graph_accuracy.py --datasets cora citeseer \
+        --models gat:10 --variant original --select acc+loss \
+        --out runs/graph_accuracy_gatrule.jsonl          # GAT's reference code
 
 Data: ``$ATTNLAB_DATA`` (the mirror) or the cache, as for ``attnlab train``.
 """
