@@ -136,7 +136,11 @@ class PixelsConfig(_AttentionSettings):
 @_kind("patches")
 @dataclass
 class PatchesConfig(_AttentionSettings):
-    """ViT. ``patch``: the patch side ``p`` (must divide the image's sides: 4 or 7 for 28)."""
+    """ViT (see :class:`_AttentionSettings` for the shared fields).
+
+    Args:
+        patch: the patch side ``p``; must divide the image's sides (4 or 7 for 28x28).
+    """
 
     kind: str = "patches"
     patch: int = 4
@@ -146,8 +150,12 @@ class PatchesConfig(_AttentionSettings):
 @_kind("hybrid")
 @dataclass
 class HybridConfig(_AttentionSettings):
-    """CNN stem then self-attention. ``stem``: channels of the first convolution;
-    ``downsample``: total stride of the stem (a power of 2: 28 -> 7 tokens a side with 4)."""
+    """CNN stem then self-attention (see :class:`_AttentionSettings` for the shared fields).
+
+    Args:
+        stem: channels of the first 3x3 convolution (doubling at each stride-2 one).
+        downsample: total stride of the stem, a power of 2 (4: 28x28 -> 7x7 tokens).
+    """
 
     kind: str = "hybrid"
     stem: int = 32
@@ -158,8 +166,13 @@ class HybridConfig(_AttentionSettings):
 @_kind("cnn")
 @dataclass
 class CNNConfig(ImageEncoderConfig):
-    """The CNN baseline. ``channels``: per stage, two 3x3 convolutions (batch norm, ReLU) then
-    2x2 max pooling (none after the last stage); ``dropout`` before the head."""
+    """The CNN baseline.
+
+    Args:
+        channels: per stage, two 3x3 convolutions (batch norm, ReLU) of this width, then 2x2
+            max pooling (none after the last stage), then global average pooling.
+        dropout: dropout on the pooled features.
+    """
 
     kind: str = "cnn"
     channels: tuple[int, ...] = (32, 64, 128)
