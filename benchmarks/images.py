@@ -91,7 +91,10 @@ def plot(args: argparse.Namespace) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("training images")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Fashion-MNIST, same step budget", fontsize=9)
+    steps = sorted({r["steps"] for r in latest.values()})
+    seeds = len({k[2] for k in latest})
+    ax.set_title(f"Fashion-MNIST, {'/'.join(map(str, steps))} steps of 128, {seeds} seed(s)",
+                 fontsize=9)  # fmt: skip
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
