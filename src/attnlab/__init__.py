@@ -3,6 +3,7 @@
 from . import functional, masks
 from .attention import AttentionOutput, KVCache, MultiHeadAttention, RecurrentCache
 from .attention_config import AttentionConfig
+from .blocks.conv_attention import ConvAsAttention, conv_as_attention
 from .functional import attend
 
 __all__ = [
@@ -12,6 +13,8 @@ __all__ = [
     "KVCache",
     "RecurrentCache",
     "attend",
+    "conv_as_attention",
+    "ConvAsAttention",
     "functional",
     "masks",
 ]
