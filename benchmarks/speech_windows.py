@@ -44,6 +44,7 @@ def _model(window: int | None, kernel: bool = False):
     else:
         cfg.encoder.window = window
     cfg.frontend.specaugment = False
+    cfg.frontend.subsample = "none"  # w counts 10 ms frames (the task's default is Conv2d x4)
     torch.manual_seed(0)
     return task.build_model(cfg)
 
