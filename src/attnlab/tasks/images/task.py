@@ -253,8 +253,7 @@ class ImageTask(Task):
 
 
 class FashionTask(ImageTask):
-    """Fashion-MNIST: 28x28 greyscale clothes, 10 classes; 55,000 train / 5,000 dev / 10,000
-    test."""
+    """Fashion-MNIST: 28x28 greyscale clothes, 10 classes; 55k train / 5k dev / 10k test."""
 
     name = "fashion"
     classes = FASHION_CLASSES

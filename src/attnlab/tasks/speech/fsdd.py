@@ -55,7 +55,7 @@ def _parse(stem: str) -> tuple[int, str, int]:
 
 
 class FsddTask(SpeechTask):
-    """Which digit (0-9) is spoken: attention over 10 ms log-mel frames, pooled."""
+    """Which digit (0-9) is spoken: attention over log-mel frames (Conv2d x4), pooled."""
 
     sample_rate = 8000
     output = "sequence"
