@@ -50,9 +50,28 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Task", "AttentionMap", "options_as"]
+__all__ = ["Task", "AttentionMap", "classification_metrics", "options_as"]
 
 OptionsT = TypeVar("OptionsT")
+
+#: label of positions that count for nothing (padding frames; cross_entropy's ignore_index)
+IGNORE_INDEX = -100
+
+
+def classification_metrics(pairs: Iterable[tuple[Tensor, Tensor]]) -> dict[str, float]:
+    """Accuracy and mean cross-entropy over ``(logits (n, C), labels (n,))`` pairs, e.g. one per
+    evaluation batch; labels equal to ``IGNORE_INDEX`` count for neither."""
+    correct = total = 0
+    loss = 0.0
+    for logits, labels in pairs:
+        logits = logits.float()
+        keep = labels != IGNORE_INDEX
+        loss += torch.nn.functional.cross_entropy(
+            logits, labels, ignore_index=IGNORE_INDEX, reduction="sum"
+        ).item()
+        correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
+        total += int(keep.sum())
+    return {"accuracy": correct / max(total, 1), "loss": loss / max(total, 1)}
 
 
 def options_as(cls: type[OptionsT], options: Any) -> OptionsT:

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..base import AttentionMap, Task, options_as
+from ..base import AttentionMap, Task, classification_metrics, options_as
 from .data import NodeGraph, load_graph
 from .models import GraphModelConfig, build_node_model
 from .selection import SELECT_RULES, judge
@@ -156,14 +156,7 @@ class NodeTask(Task):
         return loss, index.numel()
 
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, float]:
-        correct = total = 0
-        loss = 0.0
-        for batch in batches:
-            logits = model(batch)[batch["index"]].float()
-            loss += F.cross_entropy(logits, batch["labels"], reduction="sum").item()
-            correct += int((logits.argmax(-1) == batch["labels"]).sum())
-            total += batch["labels"].numel()
-        return {"accuracy": correct / max(total, 1), "loss": loss / max(total, 1)}
+        return classification_metrics((model(b)[b["index"]], b["labels"]) for b in batches)
 
     def score(self, metrics: Mapping[str, float]) -> float:
         """Dev accuracy, ties broken by the lower dev loss."""

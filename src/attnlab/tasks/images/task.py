@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from attnlab.images import load_image
 
-from ..base import Task, options_as
+from ..base import Task, classification_metrics, options_as
 from .data import (
     FASHION_CLASSES,
     ImageSet,
@@ -153,14 +153,7 @@ class ImageTask(Task):
         return F.cross_entropy(logits, batch["labels"], reduction="sum"), len(batch["labels"])
 
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, float]:
-        correct = total = 0
-        loss = 0.0
-        for batch in batches:
-            logits = model(batch).float()
-            loss += F.cross_entropy(logits, batch["labels"], reduction="sum").item()
-            correct += int((logits.argmax(-1) == batch["labels"]).sum())
-            total += len(batch["labels"])
-        return {"accuracy": correct / max(total, 1), "loss": loss / max(total, 1)}
+        return classification_metrics((model(b), b["labels"]) for b in batches)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -23,12 +23,12 @@ from torch import Tensor, nn
 from attnlab.audio import LogMel, normalize_utterance, read_wav
 from attnlab.audio.subsample import subsampled_lengths
 
-from ..base import Task
+from ..base import IGNORE_INDEX, Task, classification_metrics
 from .model import SpeechModel, SpeechModelConfig, build_speech_model
 
 __all__ = ["SpeechTask", "Utterance", "IGNORE"]
 
-IGNORE = -100  # frame label of padding (cross_entropy's ignore_index)
+IGNORE = IGNORE_INDEX  # frame label of padding (cross_entropy's ignore_index)
 
 
 class Utterance(NamedTuple):
@@ -195,15 +195,7 @@ class SpeechTask(Task):
         return loss, (labels != IGNORE).sum()
 
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, float]:
-        correct = total = 0
-        loss = 0.0
-        for batch in batches:
-            logits, labels = self._logits_labels(model, batch)
-            keep = labels != IGNORE
-            loss += F.cross_entropy(logits, labels, ignore_index=IGNORE, reduction="sum").item()
-            correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
-            total += int(keep.sum())
-        return {"accuracy": correct / max(total, 1), "loss": loss / max(total, 1)}
+        return classification_metrics(self._logits_labels(model, b) for b in batches)
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from attnlab.data import SENTENCE_LABELS, load_sentences
 from attnlab.data.readers import read_classification_file
 from attnlab.models import ModelConfig
 
+from ..base import classification_metrics
 from .base import TextTask, options_as, read_split_files
 
 __all__ = ["SentenceTask", "SST2Task", "SST5Task", "TRECTask", "SentenceOptions"]
@@ -120,14 +121,7 @@ class SentenceTask(TextTask):
         return loss, batch["labels"].numel()
 
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, float]:
-        correct = total = 0
-        loss = 0.0
-        for batch in batches:
-            logits = model(batch).float()
-            loss += F.cross_entropy(logits, batch["labels"], reduction="sum").item()
-            correct += int((logits.argmax(-1) == batch["labels"]).sum())
-            total += batch["labels"].numel()
-        return {"accuracy": correct / max(total, 1), "loss": loss / max(total, 1)}
+        return classification_metrics((model(b), b["labels"]) for b in batches)
 
     @torch.no_grad()
     def predict(self, model: nn.Module, sentences: Sequence[Sequence[str]]) -> list[dict]:
