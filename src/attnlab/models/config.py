@@ -108,11 +108,16 @@ class ModelConfig:
         input: how token ids become vectors.
         encoder: the sequence encoder; its ``kind`` chooses which settings it has.
         head: the task head.
+        init: a checkpoint or run directory (e.g. of ``attnlab pretrain mlm``) whose weights
+            start a new training run, by parameter name: word and character embedding rows
+            by their string, the head kept fresh (:mod:`attnlab.models.transfer`); empty:
+            random init.
     """
 
     input: InputConfig = field(default_factory=InputConfig)
     encoder: EncoderConfig = field(default_factory=TransformerEncoderConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
+    init: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain (JSON-friendly) nested dict of every field."""
@@ -123,15 +128,17 @@ class ModelConfig:
         """Inverse of :meth:`to_dict`; missing fields take their defaults, unknown ones raise.
         An ``encoder`` section of the flat config of old is migrated."""
         parts = {"input": InputConfig, "head": HeadConfig}
-        unknown = set(d) - {*parts, "encoder"}
+        unknown = set(d) - {*parts, "encoder", "init"}
         if unknown:
             raise ValueError(
-                f"unknown model config sections {sorted(unknown)}; valid: input, encoder, head"
+                f"unknown model config sections {sorted(unknown)}; valid: input, encoder, "
+                "head, init"
             )
         return cls(
             input=_from_dict(InputConfig, d.get("input", {})),
             encoder=EncoderConfig.from_dict(d.get("encoder", {})),
             head=_from_dict(HeadConfig, d.get("head", {})),
+            init=str(d.get("init", "")),
         )
 
 

@@ -211,6 +211,20 @@ class Task(ABC):
                 "load_state_dict"
             )
 
+    def load_pretrained(
+        self, model: nn.Module, weights: Mapping[str, Tensor], state: Mapping[str, Any]
+    ) -> Any:
+        """Start ``model`` (fresh from :meth:`build_model`) from a checkpoint's ``weights`` and
+        task ``state`` (``--model.init``); returns a report with ``lines()`` for the log. The
+        trainer calls it on a new run only, never on resume. Default: not supported.
+
+        Raises:
+            NotImplementedError: the task cannot start from another model's weights.
+        """
+        raise NotImplementedError(
+            f"task {self._label()} cannot start from a checkpoint's weights (model.init)"
+        )
+
     # ---------------------------------------------------------------- model selection
     def score(self, metrics: Mapping[str, float]) -> float:
         """The model-selection score ``metrics[metric_name]``."""

@@ -63,6 +63,7 @@ from .divergence import check_step, gradient_norm, kept_checkpoints
 from .errors import TrainingInterrupted
 from .evaluation import dev_row, evaluate_split, judge_score, log_evaluation
 from .feed import Feed, Micro
+from .init import init_from_checkpoint
 from .interrupt import StopOnSignal
 from .metrics_log import write_metrics_csv, write_metrics_json
 from .optim import build_optimizer
@@ -144,7 +145,12 @@ class Trainer:
         self.splits = task.splits()
         if not self.splits.get("train"):
             raise ValueError(f"task {task.name!r} has an empty train split")
-        self.model = task.build_model(cfg.model).to(self.device)
+        self.model = task.build_model(cfg.model)
+        init = getattr(cfg.model, "init", "")  # --model.init: a new run from pre-trained weights
+        self.init_report = None
+        if init and ckpt is None:
+            self.init_report = init_from_checkpoint(task, self.model, init, log=self.env.is_main)
+        self.model = self.model.to(self.device)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         self.optimizer = build_optimizer(
             self.model, lr=tc.lr, weight_decay=tc.weight_decay, betas=tc.betas

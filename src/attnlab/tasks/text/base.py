@@ -16,6 +16,7 @@ from attnlab.models import (
     build_model,
     encode_batch,
 )
+from attnlab.models.transfer import TransferReport, transfer_weights, vocab_rows
 
 from ..base import Task, options_as
 
@@ -79,6 +80,29 @@ class TextTask(Task):
 
     def splits(self) -> dict[str, list]:
         return self._splits
+
+    def load_pretrained(
+        self, model: nn.Module, weights: Mapping[str, Tensor], state: Mapping[str, Any]
+    ) -> TransferReport:
+        """Copy a text model's weights by name (:func:`~attnlab.models.transfer.
+        transfer_weights`), the word and character embedding rows by their string, from the
+        checkpoint's vocabularies in ``state``; the head stays fresh.
+
+        Raises:
+            ValueError: the checkpoint has no word vocabulary (not a text task's), or a
+                parameter's shape differs.
+        """
+        if "vocab" not in state:
+            raise ValueError(
+                f"the checkpoint's task state has no word vocabulary (keys {sorted(state)}): "
+                "start a text task from a text task's checkpoint (e.g. attnlab pretrain mlm)"
+            )
+        rows = {"inputs.embed.weight": vocab_rows(self.vocab, Vocabulary.from_state_dict(
+            state["vocab"]))}  # fmt: skip
+        if "chars" in state and self.chars is not None:
+            chars = CharVocabulary.from_state_dict(state["chars"])
+            rows["inputs.chars.embed.weight"] = vocab_rows(self.chars, chars)
+        return transfer_weights(model, weights, rows=rows)
 
     def state_dict(self) -> dict[str, Any]:
         return {"vocab": self.vocab.state_dict(), "chars": self.chars.state_dict(),
