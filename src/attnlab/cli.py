@@ -1,7 +1,8 @@
 """The ``attnlab`` command line.
 
-``attnlab demo | tasks | train | eval | predict | show | data | bench``. Each subcommand lives
-in a small function; heavy imports happen inside them so ``attnlab --help`` is instant.
+``attnlab demo | tasks | train | pretrain | eval | predict | show | data | bench``. Each
+subcommand lives in a small function; heavy imports happen inside them so ``attnlab --help``
+is instant.
 """
 
 from __future__ import annotations
@@ -160,6 +161,16 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_command(args)
 
 
+def _train_arguments(t: argparse.ArgumentParser, **task: Any) -> None:
+    """The arguments of ``train`` (and ``pretrain``); ``task``: those of its TASK argument."""
+    t.add_argument("task", nargs="?", **task)
+    t.add_argument("-h", "--help", action="store_true", help="list every option of TASK")
+    t.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out_dir")
+    t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
+    t.set_defaults(func=_train, takes_rest=True, train_parser=t)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="attnlab", description="A command-line lab for self-attention."
@@ -193,12 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     t = add(
         sub, "train", help="train a model: attnlab train TASK [--a.b=value ...]", add_help=False
     )
-    t.add_argument("task", nargs="?", help="the task to train (attnlab tasks lists them)")
-    t.add_argument("-h", "--help", action="store_true", help="list every option of TASK")
-    t.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
-    t.add_argument("--resume", action="store_true", help="continue the run in --out_dir")
-    t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
-    t.set_defaults(func=_train, takes_rest=True, train_parser=t)
+    _train_arguments(t, help="the task to train (attnlab tasks lists them)")
+    # pretrain is train under another name, for the tasks that pre-train an encoder
+    pt = add(sub, "pretrain", add_help=False, help="pre-train an encoder to fine-tune from "
+             "(--model.init=RUN): attnlab pretrain mlm [--a.b=value ...] = attnlab train mlm")  # fmt: skip
+    _train_arguments(pt, help="what to pre-train: mlm (a masked language model)", choices=["mlm"])
 
     e = add(sub, "eval", help="evaluate a checkpoint on its test set or on a file")
     e.add_argument("checkpoint")

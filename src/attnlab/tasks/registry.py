@@ -26,6 +26,7 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "sst2": "attnlab.tasks.text.sentences:SST2Task",
     "sst5": "attnlab.tasks.text.sentences:SST5Task",
     "trec": "attnlab.tasks.text.sentences:TRECTask",
+    "mlm": "attnlab.tasks.text.mlm:MLMTask",  # pre-training: attnlab pretrain mlm
     # speech: 10 ms frames
     "fsdd": "attnlab.tasks.speech.fsdd:FsddTask",
     "phones": "attnlab.tasks.speech.phones:PhonesTask",
