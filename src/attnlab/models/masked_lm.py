@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from .config import InputConfig, ModelConfig, build_encoder, build_inputs
 from .heads import HeadOutput
 from .inputs import EmbeddingInput
-from .model import SequenceModel
+from .model import ModelOutput, SequenceModel
 
 __all__ = ["IGNORE_LABEL", "MaskedLMHead", "MaskedLanguageModel", "build_masked_lm"]
 
@@ -78,19 +78,21 @@ class MaskedLanguageModel(SequenceModel):
     ``model(batch)`` with ``batch["labels"]`` ``(b, n)`` (word ids to predict,
     :data:`IGNORE_LABEL` elsewhere) returns the logits of the labelled positions only,
     ``(k, V)`` in row-major order of ``labels != IGNORE_LABEL``; without labels, the logits of
-    every position ``(b, n, V)``.
+    every position ``(b, n, V)``. ``need_weights=True`` returns a ``ModelOutput`` with the
+    encoder's attention weights (``attnlab show``).
     """
 
     head: MaskedLMHead
 
-    def forward(self, batch: Mapping[str, Tensor], *, need_weights: bool = False) -> Tensor:
-        if need_weights:
-            raise ValueError("a masked language model returns logits only (need_weights=False)")
-        hidden, lengths, _ = self.encode(batch)  # (b, n, d)
+    def forward(
+        self, batch: Mapping[str, Tensor], *, need_weights: bool = False
+    ) -> Tensor | ModelOutput:
+        hidden, lengths, weights = self.encode(batch, need_weights=need_weights)  # (b, n, d)
         labels = batch.get("labels")
         if labels is not None:
             hidden = hidden[labels.to(hidden.device) != IGNORE_LABEL]  # (k, d)
-        return self.head(hidden, lengths).logits  # (k, V) or (b, n, V)
+        logits = self.head(hidden, lengths).logits  # (k, V) or (b, n, V)
+        return ModelOutput(logits, weights, None) if need_weights else logits
 
 
 def build_masked_lm(
