@@ -29,7 +29,8 @@ def test_without_dropout_equals_gatconv(concat):
     attention weights included (float64)."""
     x, edges = graph()
     torch.manual_seed(0)
-    ours = OriginalGATConv(F, C, H, concat, dropout=0.6, input_dropout=0.6).double().eval()
+    ours = OriginalGATConv(F, C, H, concat, dropout=0.6, input_dropout=0.6, score_bias=False)
+    ours = ours.double().eval()
     ref = GATConv(F, C, H, concat, dropout=0.6).double().eval()
     with torch.no_grad():
         ref.bias.normal_()  # a non-zero bias
@@ -40,6 +41,34 @@ def test_without_dropout_equals_gatconv(concat):
     # the same edges (self loops appended last), maybe in another order: compare per edge
     key, ref_key = used[0] * N + used[1], ref_used[0] * N + ref_used[1]
     torch.testing.assert_close(alpha[key.argsort()], ref_alpha[ref_key.argsort()])
+
+
+def test_score_bias_shifts_the_scores_before_the_leaky_relu():
+    """The authors' conv1d score layers have biases: alpha_ij = softmax_j LeakyReLU(a_s.Wx_j +
+    c_s + a_d.Wx_i + c_d), checked against a dense computation per head (float64, eval). A shift
+    is not a no-op (the LeakyReLU bends), and it starts at zero (the layer then equals PyG's)."""
+    x, edges = graph()
+    edges = torch.unique(edges, dim=1)  # a simple graph: the dense softmax counts an edge once
+    torch.manual_seed(0)
+    layer = OriginalGATConv(F, C, H).double().eval()
+    assert torch.equal(layer.score_bias, torch.zeros(2, H, dtype=torch.float64))
+    before = layer(x, edges)
+    with torch.no_grad():
+        layer.score_bias.copy_(torch.tensor([[0.7, -1.3, 2.0], [-0.4, 0.9, -3.0]]))
+    out, (used, alpha) = layer(x, edges, return_attention_weights=True)
+    assert (out - before).abs().max() > 1e-3
+    h = (x @ layer.lin.weight.T).view(N, H, C)
+    s_src = (h * layer.att_src).sum(-1) + layer.score_bias[0]  # (n, H)
+    s_dst = (h * layer.att_dst).sum(-1) + layer.score_bias[1]
+    adj = torch.zeros(N, N, dtype=torch.bool)
+    adj[used[1], used[0]] = True  # row: target i, column: source j
+    for k in range(H):
+        scores = torch.nn.functional.leaky_relu(s_dst[:, k, None] + s_src[None, :, k], 0.2)
+        dense = torch.softmax(scores.masked_fill(~adj, float("-inf")), dim=1)  # (i, j)
+        torch.testing.assert_close(alpha[:, k], dense[used[1], used[0]])
+        expected = dense @ h[:, k] + layer.bias.view(H, C)[k]
+        torch.testing.assert_close(out.view(N, H, C)[:, k], expected)
+    assert "score_bias" in dict(layer.named_parameters())  # decayed by the L2 penalty too
 
 
 @pytest.mark.parametrize("sparse", [False, True])

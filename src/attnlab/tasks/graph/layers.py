@@ -12,14 +12,17 @@ PyG's ``GATConv`` (:class:`attnlab.graph.GATConv`) in where the dropout falls:
 * **Glorot per head**: each head's ``(F, C)`` kernel and ``(C, 1)`` attention vectors get their
   own Glorot bound (``conv1d`` kernels), where PyG's bounds span all heads.
 
-The one difference left: the authors' score vectors are ``conv1d`` layers with a bias, a learnt
-per-head shift before the LeakyReLU; it is omitted here (PyG's layout has no place for it).
+* **score biases**: the two score vectors are ``conv1d`` layers *with* a bias each
+  (``f_1``, ``f_2``: zero at the start, decayed by the L2 penalty like every variable), so each
+  head learns a shift :math:`c^k = c_s^k + c_d^k` before the LeakyReLU. A shift does not cancel
+  in the softmax because the LeakyReLU bends: it moves the scores along the kink. PyG's layout
+  has no place for it; ``score_bias=False`` leaves it out.
 
 .. math::
     x'_i = \big\Vert_{k=1}^{H}\ b^k + \sum_{j \to i} \mathrm{drop}(\alpha^k_{ij})\,
         \mathrm{drop}(W^k \mathrm{drop}_k(x)_j), \qquad
     \alpha^k_{ij} = \mathrm{softmax}_j\,\mathrm{LeakyReLU}\big(a_s^{k\top} W^k
-        \mathrm{drop}_k(x)_j + a_d^{k\top} W^k \mathrm{drop}_k(x)_i\big).
+        \mathrm{drop}_k(x)_j + c_s^k + a_d^{k\top} W^k \mathrm{drop}_k(x)_i + c_d^k\big).
 
 Legend: ``n`` nodes, ``F`` input features, ``E`` edges (self loops included), ``H`` heads,
 ``C`` channels per head.
@@ -73,6 +76,9 @@ class OriginalGATConv(GATConv):
         dropout: dropout on the attention weights (the authors' ``coef_drop``).
         input_dropout: dropout on the input, drawn independently for each head, and on the
             projected features before the weighted sum (the authors' ``in_drop``, 0.6).
+        score_bias: learn the per-head score shifts ``score_bias`` ``(2, H)`` (row 0 the
+            source's :math:`c_s`, row 1 the target's :math:`c_d`; zeros at the start), as the
+            authors' ``conv1d`` score layers do.
 
     Self loops are always added (existing ones removed first); no edge features.
 
@@ -84,15 +90,18 @@ class OriginalGATConv(GATConv):
 
     def __init__(self, in_channels: int, out_channels: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, dropout: float = 0.0, *,
-                 input_dropout: float = 0.0) -> None:  # fmt: skip
+                 input_dropout: float = 0.0, score_bias: bool = True) -> None:  # fmt: skip
         if not 0.0 <= input_dropout < 1.0:
             raise ValueError(f"input_dropout must be in [0, 1), got {input_dropout!r}")
+        self.score_bias: torch.nn.Parameter | None = None
         super().__init__(in_channels, out_channels, heads, concat, negative_slope, dropout)
         self.input_dropout = input_dropout
+        if score_bias:
+            self.score_bias = torch.nn.Parameter(torch.zeros(2, heads))
 
     def reset_parameters(self) -> None:
         """Glorot per head, as TensorFlow's ``conv1d`` kernels: ``W^k`` ``(F, C)`` and the
-        score vectors ``(C, 1)``; zero bias."""
+        score vectors ``(C, 1)``; zero biases."""
         F_in, C = self.in_channels, self.out_channels
         bound_w, bound_a = math.sqrt(6.0 / (F_in + C)), math.sqrt(6.0 / (C + 1))
         with torch.no_grad():
@@ -101,6 +110,8 @@ class OriginalGATConv(GATConv):
             self.att_dst.uniform_(-bound_a, bound_a)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
+        if self.score_bias is not None:
+            torch.nn.init.zeros_(self.score_bias)
 
     def _project(self, x: Tensor) -> Tensor:
         """``(n, H, C)``: head ``k`` projects its own dropped copy of ``x`` in training."""
@@ -135,6 +146,8 @@ class OriginalGATConv(GATConv):
         h = self._project(x)  # (n, H, C)
         a_src = (h * self.att_src).sum(-1)  # (n, H)
         a_dst = (h * self.att_dst).sum(-1)  # (n, H)
+        if self.score_bias is not None:
+            a_src, a_dst = a_src + self.score_bias[0], a_dst + self.score_bias[1]
         scores = F.leaky_relu(a_src[src] + a_dst[dst], self.negative_slope)  # (E, H)
         alpha = edge_softmax(scores, dst, n)
         dropped = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
