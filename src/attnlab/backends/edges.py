@@ -23,8 +23,8 @@ __all__ = ["EdgeListBackend", "graph_edge_list", "edges_pay_off"]
 
 #: a graph whose edges (self loops included) cover at most this share of the n x n pairs runs on
 #: the edge list: per edge it pays gathers and scatters, ~20-30x a dense score's cost, so the
-#: break-even is a few per cent (a smoke run of `benchmarks/bench_graph.py --crossover` at
-#: n = 256, fwd+bwd, d = 16, put it between 3% and 5%; to refine on a quiet machine)
+#: break-even is a few per cent (`benchmarks/bench_graph.py --crossover`, n = 2048, fwd+bwd,
+#: quiet 2-core CPU: the edge list 1.08x dense SDPA at 3%, 0.60x at 5%; BENCHMARKS.md)
 _EDGES_MAX_DENSITY = 0.03
 #: above this many pairs (a 16K x 16K mask: 256 MiB of booleans per head and sequence) the dense
 #: mask is never built, whatever the density
