@@ -120,6 +120,11 @@ class Vocabulary:
         return self._itos[i]
 
     @property
+    def num_reserved(self) -> int:
+        """Ids before the first corpus token: ``<pad>``, ``<unk>`` and the specials."""
+        return 2 + len(self.specials)
+
+    @property
     def tokens(self) -> list[str]:
         """All entries in id order, specials first."""
         return list(self._itos)
@@ -136,7 +141,7 @@ class Vocabulary:
     # ---- serialisation ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """A JSON-friendly description; :meth:`from_state_dict` rebuilds the same vocabulary."""
-        n = 2 + len(self.specials)
+        n = self.num_reserved
         return {
             "kind": self.kind,
             "lowercase": self.lowercase,

@@ -22,10 +22,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from ..base import IGNORE_INDEX
+
 __all__ = ["IGNORE", "MaskingRule", "Masked", "mask_ids"]
 
 #: label of the positions that are not predicted (``F.cross_entropy``'s ``ignore_index``)
-IGNORE = -100
+IGNORE = IGNORE_INDEX
 
 
 @dataclass(frozen=True)

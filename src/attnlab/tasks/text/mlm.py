@@ -172,19 +172,15 @@ class MLMTask(TextTask):
     def batch_size_of(self, example) -> int:
         return len(example[0])
 
-    def _mask_id(self) -> int:
-        return self.vocab.index(MASK)
-
     def collate(self, examples: list) -> dict[str, Tensor]:
         """Encode the sentences as the masking of their key shows them (pure: each sentence's
         masking is seeded by ``task_options.seed`` and its key)."""
         shown, labels = [], []
-        first_word = 2 + len(self.vocab.specials)
+        mask_id, words = self.vocab.index(MASK), (self.vocab.num_reserved, len(self.vocab))
         for tokens, key in examples:
             ids = torch.tensor(self.vocab.encode(tokens), dtype=torch.long)  # (n,)
             gen = torch.Generator().manual_seed(sentence_seed(self.options.seed, key))
-            masked = mask_ids(ids, generator=gen, mask_id=self._mask_id(), rule=self.rule,
-                              random_ids=(first_word, len(self.vocab)),
+            masked = mask_ids(ids, generator=gen, mask_id=mask_id, rule=self.rule, random_ids=words,
                               choosable=ids != self.vocab.unk_id)  # fmt: skip
             # strings, so that character features see <mask>, never the hidden word's letters
             shown.append([t if a == b else self.vocab.token(a) for t, a, b in
@@ -218,7 +214,7 @@ class MLMTask(TextTask):
         model.eval()
         words = [[MASK if t in MASK_SPELLINGS else t for t in s] for s in sentences]
         logits = model(self.encode(words))  # (b, n, V)
-        logits[..., : 2 + len(self.vocab.specials)] = -math.inf  # a word, not a special
+        logits[..., : self.vocab.num_reserved] = -math.inf  # a word, not a special
         best = logits.argmax(-1)  # (b, n)
         return [{"tokens": list(s), "filled": [self.vocab.token(int(best[i, j])) if w == MASK
                                                else w for j, w in enumerate(words[i])]}

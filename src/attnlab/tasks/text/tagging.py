@@ -13,11 +13,12 @@ from torch import Tensor, nn
 from attnlab.data import TAGGING_CORPORA, load_tagging
 from attnlab.data.readers import read_tagging_file
 
+from ..base import IGNORE_INDEX
 from .base import TextTask, options_as, read_split_files
 
 __all__ = ["PosTask", "TaggingOptions"]
 
-IGNORE = -100  # label of padded positions
+IGNORE = IGNORE_INDEX  # label of padded positions
 
 
 @dataclass
