@@ -192,9 +192,8 @@ def predict_command(
     the run's precision (bfloat16 autocast if it trained with it, as ``eval`` does).
 
     ``rest``: the task's own flags (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to
-    :meth:`Task.command_inputs` and :meth:`Task.predict`."""
-    if not texts and not rest:
-        raise ValueError("no inputs given: pass inputs as arguments, or '-' and one per line")
+    :meth:`Task.command_inputs` and :meth:`Task.predict`. No inputs at all is the task's error
+    (:meth:`Task.command_inputs` names what it reads: sentences, or a graph's ``--node``)."""
     task, model, cfg = load_for_inference(checkpoint)
     texts, options = task_flags(task, "predict", texts, rest)
     inputs = task.command_inputs(texts, options)
