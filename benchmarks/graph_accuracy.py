@@ -47,13 +47,19 @@ def run_one(
     patience: int,
     select: str = "acc",
     variant: str = "pyg",
+    l2: float | None = None,
+    dropout: float | None = None,
 ) -> dict:
     task = TASKS.get(dataset)()
-    task.setup(GraphOptions(select=select))
+    task.setup(GraphOptions(select=select, **({} if l2 is None else {"l2": l2})))
     recipe = task.default_train_options()
     torch.manual_seed(seed)
     model = task.build_model(
-        GraphModelConfig(kind=kind, variant=variant if kind == "gat" else "pyg")
+        GraphModelConfig(
+            kind=kind,
+            variant=variant if kind == "gat" else "pyg",
+            **({} if dropout is None else {"dropout": dropout, "attention_dropout": dropout}),
+        )
     )
     # AdamW with weight_decay 0 (the trainer's, with these tasks' recipe) is Adam.
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
@@ -86,6 +92,7 @@ def run_one(
     return {
         "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch, "select": select,
         "variant": variant if kind == "gat" else "pyg", "best_epoch": best_epoch,
+        **({"recipe": recipe} if (recipe := _recipe_name(l2, dropout)) else {}),
         "dev_accuracy": result["dev"]["accuracy"], "test_accuracy": result["test"]["accuracy"],
         "seconds": time.perf_counter() - start,
     }  # fmt: skip
@@ -94,17 +101,26 @@ def run_one(
 _RULE = {None: "acc", "task": "acc"}  # old rows' names of the accuracy rule
 
 
+def _recipe_name(l2: float | None, dropout: float | None) -> str:
+    """``l2=0.001 dropout=0.7``: a run's overrides of the recipe ("" for none)."""
+    parts = ([] if l2 is None else [f"l2={l2:g}"]) + (
+        [] if dropout is None else [f"dropout={dropout:g}"]
+    )
+    return " ".join(parts)
+
+
 def _label(row: dict) -> str:
     """``model [variant] (select)``: the table's row of a run."""
     variant = row.get("variant", "pyg")
     kind = row["model"] + (f" {variant}" if variant != "pyg" else "")
-    return f"{kind} ({_RULE.get(row.get('select'), row.get('select'))})"
+    recipe = f" [{row['recipe']}]" if row.get("recipe") else ""
+    return f"{kind}{recipe} ({_RULE.get(row.get('select'), row.get('select'))})"
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], split: str = "test") -> str:
     groups: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        groups.setdefault((_label(r), r["dataset"]), []).append(100 * r["test_accuracy"])
+        groups.setdefault((_label(r), r["dataset"]), []).append(100 * r[f"{split}_accuracy"])
     datasets = sorted({d for _, d in groups}, key=["cora", "citeseer", "karate"].index)
     models = list(dict.fromkeys(_label(r) for r in rows))
     lines = ["| model | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 1) + "|"]
@@ -138,29 +154,40 @@ def main(argv: list[str] | None = None) -> int:
         default="pyg",
         help="GAT's layer: PyG's dropout or the authors' (models.GraphModelConfig)",
     )
+    p.add_argument("--l2", type=float, default=None,
+                   help="the L2 penalty (GraphOptions.l2; default: the task's, 5e-4)")  # fmt: skip
+    p.add_argument("--dropout", type=float, default=None,
+                   help="input and attention dropout together (default: the model's, 0.6)")  # fmt: skip
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seeds FIRST..FIRST+SEEDS-1 (tune on other seeds than the reported ones)")  # fmt: skip
+    p.add_argument("--table", choices=["test", "dev"], default="test",
+                   help="the accuracy the printed table averages")  # fmt: skip
     p.add_argument("--out", default="runs/graph_accuracy.jsonl")
     args = p.parse_args(argv)
+    recipe = _recipe_name(args.l2, args.dropout)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     # Rows written before --select/--variant existed ran the accuracy rule ("task") and PyG.
     done = {(r["dataset"], r["model"], r["seed"], _RULE.get(r.get("select"), r.get("select")),
-             r.get("variant", "pyg")) for r in rows}  # fmt: skip
+             r.get("variant", "pyg"), r.get("recipe", "")) for r in rows}  # fmt: skip
     plan = [(kind, int(n or 1)) for kind, _, n in (m.partition(":") for m in args.models)]
     # Seed by seed, so that an interrupted run has a few seeds of everything.
-    for seed in range(max(n for _, n in plan)):
+    for i in range(max(n for _, n in plan)):
+        seed = args.first_seed + i
         for kind, n in plan:
-            for dataset in args.datasets if seed < n else ():
+            for dataset in args.datasets if i < n else ():
                 variant = args.variant if kind == "gat" else "pyg"
-                if (dataset, kind, seed, args.select, variant) in done:
+                if (dataset, kind, seed, args.select, variant, recipe) in done:
                     continue
                 row = run_one(dataset, kind, seed, epochs=args.epochs, patience=args.patience,
-                              select=args.select, variant=variant)  # fmt: skip
+                              select=args.select, variant=variant, l2=args.l2,
+                              dropout=args.dropout)  # fmt: skip
                 rows.append(row)
                 with out.open("a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(json.dumps(row), file=sys.stderr, flush=True)
-    print(table(rows))
+    print(table(rows, args.table))
     return 0
 
 
