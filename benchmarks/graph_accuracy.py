@@ -1,11 +1,14 @@
 """Test accuracy of every graph model on Cora and CiteSeer (Planetoid public split), seeds.
 
-Each run is what ``attnlab train DATASET --model.kind=KIND --train.seed=S`` does (the task's
-loss with its L2 penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping,
-dev evaluation every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev
-accuracy with ties to the lower dev loss, the tasks' default), ``loss`` or ``acc+loss`` (GAT's
-rule, :mod:`attnlab.tasks.graph.selection`), test accuracy of the selected model;
-``--variant original``: GAT's layer as the authors' code computes it), in a lean loop: no
+Each run is what ``attnlab train DATASET --model.kind=KIND --train.seed=S
+--task_options.select=SELECT --model.variant=VARIANT`` does (the task's loss with its L2
+penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping, dev evaluation
+every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev accuracy with ties
+to the lower dev loss; this script's default, so that its earlier rows keep their meaning),
+``loss`` or ``acc+loss`` (GAT's rule and the tasks' default,
+:mod:`attnlab.tasks.graph.selection`), test accuracy of the selected model; ``--variant
+original``: GAT's layer as the authors' code computes it, the tasks' default for ``gat``;
+``pyg``: :class:`attnlab.graph.GATConv`, this script's default), in a lean loop: no
 checkpoint files, and one forward pass per epoch serves dev and test (test metrics are recorded
 when the rule selects the model, which equals testing ``best.pt`` at the end).
 
@@ -18,6 +21,13 @@ finished and a rerun skips what is done); the markdown table of mean +- std is p
     OMP_NUM_THREADS=1 python benchmarks/graph_accuracy.py --datasets cora citeseer \
         --models gat:10 --variant original --select acc+loss \
         --out runs/graph_accuracy_gatrule.jsonl          # GAT's reference code
+    OMP_NUM_THREADS=1 python benchmarks/graph_accuracy.py --datasets citeseer --models gat:5 \
+        --variant original --select acc+loss --l2 1e-3 --dropout 0.7 --first-seed 100 \
+        --table dev --out runs/citeseer_tune.jsonl         # one point of a recipe grid, on dev
+
+``--l2`` and ``--dropout`` (input and attention dropout together) override the recipe; a run
+records them as its ``recipe``. Choose a recipe by ``--table dev`` over tuning seeds
+(``--first-seed 100``), then report its test accuracy over seeds 0..n-1.
 
 Data: ``$ATTNLAB_DATA`` (the mirror) or the cache, as for ``attnlab train``.
 """

@@ -150,3 +150,18 @@ def test_original_variant_needs_gat(kind):
         ValueError, match="model.variant='original' is a GAT layer; it needs model.kind=gat"
     ):
         GraphModelConfig(kind=kind, variant="original")
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_auto_variant_is_gats_own_layer_for_gat_only(kind):
+    """The default ``variant=auto``: the authors' layer for ``gat``; every other kind builds,
+    with nothing to choose."""
+    from attnlab.graph import GATConv
+    from attnlab.tasks.graph.layers import OriginalGATConv
+
+    cfg = GraphModelConfig(kind=kind, hidden=4, heads=2, lappe_k=4)
+    assert cfg.gat_variant == ("original" if kind == "gat" else "pyg")
+    layers = {type(m) for m in build_node_model(cfg, in_dim=12, num_classes=3).modules()}
+    assert (OriginalGATConv in layers) == (kind == "gat")
+    assert GATConv not in layers
+    assert GraphModelConfig(kind="gat", variant="pyg").gat_variant == "pyg"

@@ -39,7 +39,7 @@ from .layers import OriginalGATConv, feature_dropout
 __all__ = ["GraphModelConfig", "NodeOutput", "build_node_model", "MODEL_KINDS"]
 
 MODEL_KINDS = ("gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp")
-GAT_VARIANTS = ("pyg", "original")
+GAT_VARIANTS = ("auto", "pyg", "original")
 
 
 @dataclass
@@ -56,10 +56,12 @@ class GraphModelConfig:
         attention_dropout: dropout on the attention weights (GAT: 0.6).
         negative_slope: LeakyReLU slope of GAT's score (0.2).
         lappe_k: Laplacian eigenvectors per node (``full_lappe``).
-        variant: ``gat`` only: ``"pyg"`` (:class:`attnlab.graph.GATConv`, PyG's dropout: the
-            input once for all heads) or ``"original"`` (:class:`.layers.OriginalGATConv`, the
-            authors' TensorFlow layer: input dropout drawn per head, the projected features
-            dropped again on the value path, Glorot per head).
+        variant: GAT's layer: ``"original"`` (:class:`.layers.OriginalGATConv`, the authors'
+            TensorFlow layer: input dropout drawn per head, the projected features dropped
+            again on the value path, Glorot per head, score biases), ``"pyg"``
+            (:class:`attnlab.graph.GATConv`, PyG's dropout: the input once for all heads), or
+            ``"auto"`` (the default: ``original`` for ``kind=gat``, the only kind with a
+            choice; :attr:`gat_variant` is the resolved one).
     """
 
     kind: Literal["gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp"] = "gat"
@@ -70,7 +72,7 @@ class GraphModelConfig:
     attention_dropout: float = 0.6
     negative_slope: float = 0.2
     lappe_k: int = 16
-    variant: Literal["pyg", "original"] = "pyg"
+    variant: Literal["auto", "pyg", "original"] = "auto"
 
     def __post_init__(self) -> None:
         if self.kind not in MODEL_KINDS:
@@ -81,10 +83,10 @@ class GraphModelConfig:
             raise ValueError(
                 f"model.variant: unknown {self.variant!r}; valid choices: {', '.join(GAT_VARIANTS)}"
             )
-        if self.variant != "pyg" and self.kind != "gat":
+        if self.variant == "original" and self.kind != "gat":
             raise ValueError(
                 f"model.variant={self.variant!r} is a GAT layer; it needs model.kind=gat, got "
-                f"{self.kind!r} (leave model.variant=pyg for the other kinds)"
+                f"{self.kind!r} (leave model.variant=auto for the other kinds)"
             )
         for name in ("hidden", "heads", "out_heads", "lappe_k"):
             value = getattr(self, name)
@@ -93,6 +95,14 @@ class GraphModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
+
+    @property
+    def gat_variant(self) -> str:
+        """The GAT layer this config builds: ``variant``, with ``auto`` resolved (``original``
+        for ``kind=gat``, ``pyg`` for the other kinds, whose layers have no variants)."""
+        if self.variant != "auto":
+            return self.variant
+        return "original" if self.kind == "gat" else "pyg"
 
 
 class NodeOutput(NamedTuple):
@@ -140,7 +150,7 @@ class ConvNet(NodeModel):
             return
         conv = graph.GATConv if cfg.kind == "gat" else graph.GATv2Conv
         opts = {"negative_slope": cfg.negative_slope, "dropout": cfg.attention_dropout}
-        if cfg.variant == "original":  # the layer drops its own input, per head: none here
+        if cfg.gat_variant == "original":  # the layer drops its own input, per head: none here
             conv, opts["input_dropout"], self.p = OriginalGATConv, cfg.dropout, 0.0
         self.conv1 = conv(in_dim, cfg.hidden, heads=cfg.heads, **opts)
         self.conv2 = conv(width, num_classes, heads=cfg.out_heads, concat=False, **opts)
