@@ -16,7 +16,8 @@ Usage::
 The model is ``listops``'s default (width 64, 2 pre-norm blocks of 4 heads, feed-forward 128,
 rotary positions, attention pooling); only ``--model.encoder.attention.kernel`` changes, with
 the options of :func:`attnlab.bench.attention.scaled_options` (``max_len`` = the longest
-sequence, Reformer buckets of ~64 tokens). ``accuracy`` runs ``attnlab train listops`` per
+sequence, Reformer buckets of ~64 tokens; a kernel given as ``NAME:KEY=VALUE,...``, e.g.
+``bigbird:block=16``, adds options of its own and names its results so). ``accuracy`` runs ``attnlab train listops`` per
 kernel (``--train.max_steps``; one process at a time; results appended to
 ``OUT/accuracy.json`` as runs finish, finished kernels skipped, a failure recorded with its
 error). ``speed`` times a training step (forward, loss, backward) on the same batch of
@@ -31,6 +32,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from attnlab.attention_config import AttentionConfig
 from attnlab.bench import time_call
@@ -47,10 +49,31 @@ def kernels(names: list[str] | None) -> list[str]:
     return names or [EXACT, *KERNELS.names()]
 
 
-def kernel_args(name: str, max_length: int) -> list[str]:
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"bigbird:block=16,random_blocks=2"`` -> ``("bigbird", {"block": 16, ...})``: a kernel
+    and options of its own, on top of :func:`scaled_options` (the spec names its results)."""
+    name, _, rest = spec.partition(":")
+    opts: dict[str, Any] = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SystemExit(
+                f"--kernels {spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE], got {item!r}"
+            )
+        opts[key] = json.loads(value) if value[:1].isdigit() or value[:1] == "-" else value
+    return name, opts
+
+
+def kernel_options(spec: str, length: int) -> tuple[str, dict[str, Any]]:
+    """The kernel of ``spec`` and its options at ``length`` tokens."""
+    name, own = parse_spec(spec)
+    return name, {**(scaled_options(name, length) if name != EXACT else {}), **own}
+
+
+def kernel_args(spec: str, max_length: int) -> list[str]:
+    name, opts = kernel_options(spec, max_length)
     if name == EXACT:
         return []
-    opts = scaled_options(name, max_length)
     return [f"--model.encoder.attention.kernel={name}"] + [
         f"--model.encoder.attention.kernel_options.{k}={v}" for k, v in opts.items()
     ]
@@ -70,7 +93,7 @@ def run_accuracy(args: argparse.Namespace) -> dict:
     for name in kernels(args.kernels):
         if name in results:
             continue
-        run = args.out / "runs" / name
+        run = args.out / "runs" / name.replace(":", "_").replace("=", "").replace(",", "_")
         cmd = [
             sys.executable, "-m", "attnlab", "train", "listops", *task_args(args),
             *kernel_args(name, args.max_length), f"--train.max_steps={args.max_steps}",
@@ -97,9 +120,9 @@ def run_speed(args: argparse.Namespace) -> dict:
     results = {}
     for name in kernels(args.kernels):
         cfg = task.default_model_config()
-        if name != EXACT:
-            opts = scaled_options(name, args.length)
-            cfg.encoder.attention = AttentionConfig(kernel=name, kernel_options=opts)
+        kernel, opts = kernel_options(name, args.length)
+        if kernel != EXACT:
+            cfg.encoder.attention = AttentionConfig(kernel=kernel, kernel_options=opts)
         try:
             model = task.build_model(cfg).train()
             batch = task.collate(examples)
@@ -158,7 +181,9 @@ def chart(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("part", choices=["accuracy", "speed", "chart"])
-    p.add_argument("--kernels", nargs="+", default=None, help=f"default: {EXACT} and all")
+    p.add_argument("--kernels", nargs="+", default=None,
+                   help=f"default: {EXACT} and all; NAME:KEY=VALUE[,...] adds options of the "
+                   "kernel's own, e.g. bigbird:block=16 (results are named by the spec)")  # fmt: skip
     p.add_argument("--train", type=int, default=96_000)
     p.add_argument("--dev", type=int, default=2_000)
     p.add_argument("--test", type=int, default=2_000)
