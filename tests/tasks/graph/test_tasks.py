@@ -40,6 +40,8 @@ def test_the_recipe_is_the_run_default():
     assert (t.lr, t.weight_decay, t.schedule, t.grad_clip, t.patience, t.batch_size) == (
         0.005, 0.0, "constant", 0.0, 100, 1)  # fmt: skip
     assert cfg.model.kind == "gat" and cfg.task_options.l2 == 5e-4
+    assert cfg.model.gat_variant == "original" and cfg.task_options.select == "acc+loss"
+    assert RunConfig.for_task("citeseer").task_options.l2 == 1e-3  # chosen on dev
 
 
 def test_karate_split():
