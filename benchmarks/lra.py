@@ -147,6 +147,7 @@ def run_speed(args: argparse.Namespace) -> dict:
 
 def chart(args: argparse.Namespace) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -154,7 +155,7 @@ def chart(args: argparse.Namespace) -> None:
     acc = json.loads((args.out / "accuracy.json").read_text())
     speed = json.loads((args.out / "speed.json").read_text())
     names = [n for n in acc if "accuracy" in acc[n] and "speedup" in speed.get(n, {})]
-    rows = ["| kernel | test accuracy | speed (x exact) | peak memory (MB) |", "|---|---|---|---|"]
+    rows = ["| kernel | test accuracy | speed (x exact) | peak memory (MiB) |", "|---|---|---|---|"]
     for n in acc:
         a, s = acc[n], speed.get(n, {})
         rows.append(
@@ -165,12 +166,27 @@ def chart(args: argparse.Namespace) -> None:
         )
     (args.out / "chart.md").write_text("\n".join(rows) + "\n")
     peak = max(speed[n]["peak_bytes"] for n in names)
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for n in names:
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    # One colour per kernel, named in the legend: labels on the bubbles collide where several
+    # kernels run at about exact attention's speed.
+    colours = plt.get_cmap("tab20").colors
+    colours = colours[0::2] + colours[1::2]  # the ten strong colours first
+    for i, n in sorted(enumerate(names), key=lambda item: -speed[item[1]]["peak_bytes"]):
         x, y = speed[n]["speedup"], 100 * acc[n]["accuracy"]
-        ax.scatter(x, y, s=2000 * speed[n]["peak_bytes"] / peak, alpha=0.4)
-        ax.annotate(n, (x, y), fontsize=8, ha="center")
-    ax.set_xlabel("training speed (steps/s relative to exact attention)")
+        ax.scatter(x, y, s=2000 * speed[n]["peak_bytes"] / peak, alpha=0.45, label=n,
+                   color=colours[i % len(colours)], edgecolors="black", linewidths=0.5)  # fmt: skip
+        ax.plot(x, y, "k.", markersize=2)
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda k: names.index(labels[k]))
+    legend = ax.legend([handles[k] for k in order], [labels[k] for k in order], fontsize=7,
+                       loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)  # fmt: skip
+    for handle in legend.legend_handles:
+        handle.set_sizes([40])
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator([0.125, 0.25, 0.5, 1, 2]))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("training speed relative to exact attention (log scale)")
     ax.set_ylabel("listops test accuracy (%)")
     ax.set_title("LRA listops: accuracy, speed, memory (bubble area = peak memory)", fontsize=9)
     args.chart.parent.mkdir(parents=True, exist_ok=True)
