@@ -49,7 +49,7 @@ def test_gat_rule_verdicts():
 
 
 def test_unknown_rule_is_a_clear_error():
-    with pytest.raises(ValueError, match="task_options.select: unknown rule 'best'; valid choices: acc, loss, acc\\+loss"):  # fmt: skip
+    with pytest.raises(ValueError, match="task_options.select: unknown rule 'best'; valid choices: auto, acc, loss, acc\\+loss"):  # fmt: skip
         GraphOptions(select="best")
     with pytest.raises(ValueError, match="valid choices"):
         judge("best", 0.5, 1.0, [])

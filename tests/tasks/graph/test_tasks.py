@@ -40,8 +40,19 @@ def test_the_recipe_is_the_run_default():
     assert (t.lr, t.weight_decay, t.schedule, t.grad_clip, t.patience, t.batch_size) == (
         0.005, 0.0, "constant", 0.0, 100, 1)  # fmt: skip
     assert cfg.model.kind == "gat" and cfg.task_options.l2 == 5e-4
-    assert cfg.model.gat_variant == "original" and cfg.task_options.select == "acc+loss"
+    assert cfg.model.gat_variant == "original" and cfg.task_options.select == "auto"
     assert RunConfig.for_task("citeseer").task_options.l2 == 1e-3  # chosen on dev
+
+
+@pytest.mark.parametrize(("kind", "rule"), [("gat", "acc+loss"), ("gatv2", "acc+loss"),
+                                            ("gcn", "acc"), ("graph_attention", "acc")])  # fmt: skip
+def test_auto_selection_is_gats_rule_for_the_gat_kinds(kind, rule):
+    task = TASKS.get("karate")()
+    task.setup(task.default_options())
+    task.build_model(GraphModelConfig(kind=kind, hidden=2, heads=2))
+    assert task.rule == rule
+    task.setup(GraphOptions(select="loss"))  # a rule given is the rule
+    assert task.rule == "loss"
 
 
 def test_karate_split():
