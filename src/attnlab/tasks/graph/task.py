@@ -13,8 +13,9 @@ learning rate, and early stopping with patience 100 on dev. Model selection (``b
 ``task_options.select`` (:mod:`.selection`): GAT's own rule (``acc+loss``: the latest model at
 which dev accuracy and dev loss were both at their best so far; patience counts evaluations
 where neither was), dev accuracy with ties to the lower dev loss (``acc``), the lowest dev loss
-(``loss``), or ``auto`` (the default: GAT's rule for ``gat``/``gatv2``, ``acc`` otherwise). With ``model.variant=auto`` (GAT's layer as its authors'
-code computes it) this is the reference recipe of BENCHMARKS.md's graph section.
+(``loss``), or ``auto`` (the default: GAT's rule for ``gat``/``gatv2``, ``acc`` otherwise).
+With ``model.variant=auto`` (GAT's layer as its authors' code computes it) this is the
+reference recipe of BENCHMARKS.md's graph section.
 
 ``predict`` / ``show`` take node ids (``--node 12 --node 40``, or bare ids) and reload the
 graph by name (from the data mirror / cache), so a checkpoint stays small.
