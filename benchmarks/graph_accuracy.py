@@ -5,7 +5,7 @@ Each run is what ``attnlab train DATASET --model.kind=KIND --train.seed=S
 penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping, dev evaluation
 every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev accuracy with ties
 to the lower dev loss; this script's default, so that its earlier rows keep their meaning),
-``loss`` or ``acc+loss`` (GAT's rule and the tasks' default,
+``loss`` or ``acc+loss`` (GAT's rule, what the tasks' ``auto`` picks for ``gat``/``gatv2``,
 :mod:`attnlab.tasks.graph.selection`), test accuracy of the selected model; ``--variant
 original``: GAT's layer as the authors' code computes it, the tasks' default for ``gat``;
 ``pyg``: :class:`attnlab.graph.GATConv`, this script's default), in a lean loop: no

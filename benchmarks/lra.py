@@ -17,10 +17,10 @@ The model is ``listops``'s default (width 64, 2 pre-norm blocks of 4 heads, feed
 rotary positions, attention pooling); only ``--model.encoder.attention.kernel`` changes, with
 the options of :func:`attnlab.bench.attention.scaled_options` (``max_len`` = the longest
 sequence, Reformer buckets of ~64 tokens; a kernel given as ``NAME:KEY=VALUE,...``, e.g.
-``bigbird:block=16``, adds options of its own and names its results so). ``accuracy`` runs ``attnlab train listops`` per
-kernel (``--train.max_steps``; one process at a time; results appended to
-``OUT/accuracy.json`` as runs finish, finished kernels skipped, a failure recorded with its
-error). ``speed`` times a training step (forward, loss, backward) on the same batch of
+``bigbird:block=16``, adds options of its own and names its results so). ``accuracy`` runs
+``attnlab train listops`` per kernel (``--train.max_steps``; one process at a time; results
+appended to ``OUT/accuracy.json`` as runs finish, finished kernels skipped, a failure recorded
+with its error). ``speed`` times a training step (forward, loss, backward) on the same batch of
 ``batch`` sequences of about ``length`` tokens for every kernel, and its peak tensor bytes;
 speed is reported relative to exact attention measured in the same process.
 """
