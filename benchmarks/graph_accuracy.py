@@ -48,6 +48,11 @@ from attnlab.tasks.graph import GraphModelConfig, GraphOptions
 from attnlab.tasks.graph.selection import SELECT_RULES, judge
 
 
+def layer_variant(kind: str, variant: str) -> str:
+    """The layer a row records: only ``gat`` has a choice (PyG's or the authors' layer)."""
+    return variant if kind == "gat" else "pyg"
+
+
 def run_one(
     dataset: str,
     kind: str,
@@ -60,6 +65,7 @@ def run_one(
     l2: float | None = None,
     dropout: float | None = None,
 ) -> dict:
+    variant = layer_variant(kind, variant)
     task = TASKS.get(dataset)()
     task.setup(GraphOptions(select=select, l2=GraphOptions.l2 if l2 is None else l2))
     recipe = task.default_train_options()
@@ -67,7 +73,7 @@ def run_one(
     model = task.build_model(
         GraphModelConfig(
             kind=kind,
-            variant=variant if kind == "gat" else "pyg",
+            variant=variant,
             **({} if dropout is None else {"dropout": dropout, "attention_dropout": dropout}),
         )
     )
@@ -101,7 +107,7 @@ def run_one(
                 break
     return {
         "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch, "select": select,
-        "variant": variant if kind == "gat" else "pyg", "best_epoch": best_epoch,
+        "variant": variant, "best_epoch": best_epoch,
         **({"recipe": recipe} if (recipe := _recipe_name(l2, dropout)) else {}),
         "dev_accuracy": result["dev"]["accuracy"], "test_accuracy": result["test"]["accuracy"],
         "seconds": time.perf_counter() - start,
@@ -188,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         seed = args.first_seed + i
         for kind, n in plan:
             for dataset in args.datasets if i < n else ():
-                variant = args.variant if kind == "gat" else "pyg"
+                variant = layer_variant(kind, args.variant)
                 if (dataset, kind, seed, args.select, variant, recipe) in done:
                     continue
                 row = run_one(dataset, kind, seed, epochs=args.epochs, patience=args.patience,
