@@ -11,6 +11,7 @@ import torch
 from attnlab.attention_config import AttentionConfig
 from attnlab.models import (
     ENCODERS,
+    EncoderConfig,
     FCEncoder,
     RNNEncoder,
     TransformerSequenceEncoder,
@@ -135,6 +136,19 @@ def test_transformer_local_window_limits_the_receptive_field():
     assert changed_positions(enc, 6) == [4, 5, 6, 7, 8]
     full = make("transformer", depth=1).eval()
     assert changed_positions(full, 6) == list(range(12))
+
+
+def test_transformer_causal_reads_left_to_right():
+    enc = make("transformer", depth=2, causal=True).eval()
+    assert changed_positions(enc, 6) == list(range(6, 12))
+    local = make("transformer", depth=1, window=2, causal=True).eval()
+    assert changed_positions(local, 6) == [6, 7, 8]
+    out = enc(inputs(), LENGTHS, need_weights=True)
+    for w in out.weights:  # no weight above the diagonal, rows of real queries sum to 1
+        assert (w.triu(1) == 0).all()
+        torch.testing.assert_close(w[0].sum(-1), torch.ones(2, N))
+    built = EncoderConfig.from_dict({"kind": "transformer", "causal": True}).build(D)
+    assert built.causal and not EncoderConfig.from_dict({"kind": "transformer"}).build(D).causal
 
 
 def test_rnn_directions():

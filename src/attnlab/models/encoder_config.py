@@ -228,6 +228,7 @@ class TransformerEncoderConfig(EncoderConfig):
             time: ``--model.encoder.positional_options.interleaved=true``.
         window: local attention radius (position i sees ``|i - j| <= window``); none for full
             attention.
+        causal: position i attends to j <= i only (a decoder-only reader of the sequence).
         attention: the attention maths: score, normalisation, backend, efficient kernel.
     """
 
@@ -239,6 +240,7 @@ class TransformerEncoderConfig(EncoderConfig):
     max_len: int | None = None
     positional_options: dict[str, Any] = field(default_factory=dict)
     window: int | None = None
+    causal: bool = False
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
     renamed: ClassVar[Mapping[str, str]] = {
@@ -256,7 +258,7 @@ class TransformerEncoderConfig(EncoderConfig):
             dim, depth=self.depth, heads=self.heads, ff_hidden=self.ff_hidden,
             dropout=self.dropout, norm_first=self.norm_first, positional=self.positional,
             max_len=self.max_len, positional_options=self.positional_options,
-            window=self.window, attention=self.attention,
+            window=self.window, causal=self.causal, attention=self.attention,
         )  # fmt: skip
 
 

@@ -98,7 +98,8 @@ class TransformerSequenceEncoder(SequenceEncoder):
     Wraps :class:`attnlab.blocks.TransformerEncoder`; the attention mask is
     ``masks.padding(lengths)`` (keys beyond a sequence's length are never attended to), and
     with ``window`` also ``masks.local(window)`` (restricted self-attention: position ``i`` sees
-    ``|i - j| <= window``).
+    ``|i - j| <= window``), and with ``causal`` also ``masks.causal()`` (position ``i`` sees
+    ``j <= i`` only: a decoder-only reader, whose prefix averages count what came before).
 
     Args:
         dim: model width (input and output).
@@ -116,6 +117,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
             "fraction": 0.5}`` for a GPT-J style :class:`~attnlab.positional.Rotary`, or
             ``{"base": 500000}``); unknown options raise, listing the valid ones.
         window: local attention radius, or None for full attention.
+        causal: each position attends to itself and earlier positions only.
         attention: the attention maths
             (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
             kernel and its options; default exact scaled-dot softmax). A ``dict`` still works
@@ -141,6 +143,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
         max_len: int | None = None,
         positional_options: Mapping[str, Any] | None = None,
         window: int | None = None,
+        causal: bool = False,
         attention: AttentionConfig | Mapping[str, Any] | None = None,
         attention_dropout: float | None = None,
     ) -> None:
@@ -158,6 +161,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
             )
         self.dim = self.out_dim = dim
         self.window = window
+        self.causal = bool(causal)
         if isinstance(positional, str):
             positional = make_positional(
                 positional, dim=dim, heads=heads, max_len=max_len, **(positional_options or {})
@@ -176,10 +180,16 @@ class TransformerSequenceEncoder(SequenceEncoder):
         self, x: Tensor, lengths: Tensor, *, need_weights: bool
     ) -> tuple[Tensor, list[Tensor] | None]:
         mask = masks.padding(lengths)
-        if self.window is not None:
-            mask = mask & masks.local(self.window)
+        if (structure := self.attention_mask()) is not None:
+            mask = mask & structure
         out = self.encoder(x, mask=mask, need_weights=need_weights)
         return out.out, (list(out.weights) if need_weights else None)
 
+    def attention_mask(self) -> masks.Mask | None:
+        """The window and causal structure of the attention, without padding (None: full)."""
+        if self.window is not None:
+            return masks.local(self.window, causal=self.causal)
+        return masks.causal() if self.causal else None
+
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, window={self.window}"
+        return f"dim={self.dim}, window={self.window}, causal={self.causal}"

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from attnlab import masks
 from attnlab.audio import Conv2dSubsampling, SpecAugment
 from attnlab.models import (
     EncoderConfig,
@@ -93,22 +92,13 @@ class SpeechModelConfig:
 
 
 class CausalTransformerEncoder(TransformerSequenceEncoder):
-    """:class:`~attnlab.models.TransformerSequenceEncoder` with causal attention: frame ``i``
+    """:class:`~attnlab.models.TransformerSequenceEncoder` with ``causal=True``: frame ``i``
     sees frames ``i - window .. i`` (``masks.local(window, causal=True)``), or all earlier
-    frames without a window. Same parameters, so its weights load into either."""
+    frames without a window; the encoder ``--stream`` runs. Same parameters, so its weights
+    load into either."""
 
-    def encode(
-        self, x: Tensor, lengths: Tensor, *, need_weights: bool
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        mask = masks.padding(lengths) & self.attention_mask()
-        out = self.encoder(x, mask=mask, need_weights=need_weights)
-        return out.out, (list(out.weights) if need_weights else None)
-
-    def attention_mask(self) -> masks.Mask:
-        """The causal (local) mask, without padding."""
-        if self.window is None:
-            return masks.causal()
-        return masks.local(self.window, causal=True)
+    def __init__(self, dim: int, **kwargs: Any) -> None:
+        super().__init__(dim, causal=True, **kwargs)
 
 
 class SpeechModel(nn.Module):
@@ -185,14 +175,15 @@ def build_speech_model(
             ``subsample`` or ``output``.
     """
     fe, enc = cfg.frontend, cfg.encoder
-    if cfg.causal and not isinstance(enc, TransformerEncoderConfig):
+    causal = cfg.causal or getattr(enc, "causal", False)
+    if causal and not isinstance(enc, TransformerEncoderConfig):
         raise ValueError(
             f"model.causal=true needs the transformer encoder (causal local attention); got "
             f"encoder kind {enc.kind!r}. Set model.causal=false, or model.encoder.kind=transformer"
         )
     if fe.subsample not in ("none", "conv2d"):
         raise ValueError(f"frontend.subsample: expected 'none' or 'conv2d', got {fe.subsample!r}")
-    if cfg.causal:
+    if causal:
         encoder = CausalTransformerEncoder(
             cfg.dim, depth=enc.depth, heads=enc.heads, ff_hidden=enc.ff_hidden,
             dropout=enc.dropout, norm_first=enc.norm_first, positional=enc.positional,
