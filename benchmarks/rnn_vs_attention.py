@@ -10,7 +10,7 @@ Usage::
     OMP_NUM_THREADS=2 python benchmarks/rnn_vs_attention.py decode [--positions 256 ... 8192]
     # 3. recall accuracy as the distance grows (accuracy only: any machine, one process)
     OMP_NUM_THREADS=1 python benchmarks/rnn_vs_attention.py recall [--distances 16 64 256]
-        [--train 4000] [--epochs 10]
+        [--train 4000] [--epochs 10] [--pooling last]
 
 ``speed``: one layer of each at the same width ``dim`` (LSTM and GRU: hidden ``dim``,
 unidirectional; self-attention: ``MultiHeadAttention`` causal, exact (SDPA) or
@@ -25,7 +25,9 @@ state_bytes}``: the first two stay flat, the KV cache grows with ``p``.
 
 ``recall``: ``attnlab train recall --task_options.distance=D`` for an LSTM, a GRU
 (unidirectional), the Transformer and the Transformer with linear attention (the same width 64
-and budget); test accuracy per distance.
+and budget); test accuracy per distance. ``--pooling`` is every model's readout: ``attention``
+(the task's default, a learned query over all positions) or ``last`` (the query's own position,
+the last token: where a forward RNN has read everything).
 
 Each part writes ``OUT/<part>.json`` (recall: appended as runs finish, finished runs skipped),
 ``OUT/<part>.md`` and ``docs/rnn_vs_attention_<part>.png``.
@@ -148,7 +150,7 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
     results = json.loads(path.read_text()) if path.exists() else {}
     for d in args.distances:
         for name in args.models:
-            key = f"{name}@{d}"
+            key = f"{name}@{d}" + ("" if args.pooling == "attention" else f"/{args.pooling}")
             if key in results:
                 continue
             run = args.out / "recall_runs" / key
@@ -156,14 +158,15 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
                 sys.executable, "-m", "attnlab", "train", "recall",
                 f"--task_options.distance={d}", f"--task_options.train={args.train}",
                 f"--train.epochs={args.epochs}", "--train.log_every=0", f"--train.seed={args.seed}",
-                *RECALL_MODELS[name], f"--out_dir={run}", "--overwrite",
+                f"--model.head.pooling={args.pooling}", *RECALL_MODELS[name],
+                f"--out_dir={run}", "--overwrite",
             ]  # fmt: skip
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 results[key] = {"error": done.stderr.strip().splitlines()[-1]}
             else:
                 metrics = json.loads((run / "metrics.json").read_text())
-                results[key] = {"model": name, "distance": d,
+                results[key] = {"model": name, "distance": d, "pooling": args.pooling,
                                 "accuracy": metrics["test"]["accuracy"]}  # fmt: skip
             path.write_text(json.dumps(results, indent=1))
             print(key, results[key], flush=True)
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", type=int, default=4000)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pooling", default="attention", help="recall: every model's readout")
     p.add_argument("--out", type=Path, default=Path("results/rnn_vs_attention"))
     p.add_argument("--docs", type=Path, default=Path("docs"))
     args = p.parse_args(argv)
@@ -230,10 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         cols, x, y = ["model", "p", "time_s", "peak_bytes", "state_bytes"], "p", "time_s"
         title = f"one decoding step at position p, width {args.dim}, batch {args.batch}"
     else:
-        rows = [r for r in run_recall(args).values() if "accuracy" in r]
+        rows = [r for r in run_recall(args).values()
+                if "accuracy" in r and r.get("pooling", "attention") == args.pooling]  # fmt: skip
         cols, x, y = ["model", "distance", "accuracy"], "distance", "accuracy"
         title = (
-            f"recall: test accuracy against distance ({args.train} examples, {args.epochs} epochs)"
+            f"recall: test accuracy against distance ({args.train} examples, {args.epochs} "
+            f"epochs, {args.pooling} pooling)"
         )
     (args.out / f"{args.part}.json").write_text(json.dumps(rows, indent=1))
     (args.out / f"{args.part}.md").write_text(table(rows, cols))

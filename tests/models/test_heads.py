@@ -46,6 +46,7 @@ def test_sequence_head_shape_and_padding_awareness(pooling):
         ("mean", lambda h: h.mean(0)),
         ("max", lambda h: h.amax(0)),
         ("first", lambda h: h[0]),
+        ("last", lambda h: h[-1]),
     ],
 )
 def test_poolings_match_their_definition_on_the_valid_part(pooling, reference):
@@ -64,7 +65,7 @@ def test_attention_pooling_gets_gradients():
 
 
 def test_unknown_pooling_lists_choices():
-    with pytest.raises(ValueError, match="attention, first, max, mean"):
+    with pytest.raises(ValueError, match="attention, first, last, max, mean"):
         SequenceHead(D, L, pooling="median")
 
 

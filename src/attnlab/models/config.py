@@ -92,7 +92,7 @@ class HeadConfig:
 
     Args:
         pooling: how a sequence head (N -> 1) pools the positions: ``mean``, ``max``,
-            ``first`` or ``attention``; token heads ignore it.
+            ``first``, ``last`` or ``attention``; token heads ignore it.
         dropout: dropout before the output layer during training.
     """
 

@@ -6,6 +6,8 @@ and ignores positions ``t >= lengths[b]``; an empty sequence (length 0) pools to
 * ``"mean"``: :math:`\frac{1}{L}\sum_{t<L} h_t`
 * ``"max"``: :math:`\max_{t<L} h_t` per feature
 * ``"first"``: :math:`h_0` (a ``[CLS]``-style first token)
+* ``"last"``: :math:`h_{L-1}`, the last valid position (the readout of a causal encoder or a
+  forward RNN, which only there has read the whole sequence)
 * ``"attention"``: :math:`\sum_t a_t h_t` with :math:`a = \mathrm{softmax}_t(q \cdot h_t /
   \sqrt{d})` for a learned query :math:`q` (Lin et al. 2017, self-attentive sentence
   embedding, with one head); returns :math:`a` for visualisation.
@@ -24,7 +26,7 @@ from ..functional import attend
 from ..registry import Registry
 from .encoders import valid_positions
 
-__all__ = ["POOLINGS", "Pooled", "MeanPool", "MaxPool", "FirstPool", "AttentionPool"]
+__all__ = ["POOLINGS", "Pooled", "MeanPool", "MaxPool", "FirstPool", "LastPool", "AttentionPool"]
 
 POOLINGS: Registry = Registry("pooling")
 
@@ -65,6 +67,18 @@ class FirstPool(nn.Module):
     def forward(self, hidden: Tensor, lengths: Tensor) -> Pooled:
         nonempty = (lengths > 0).unsqueeze(-1)  # (b, 1)
         return Pooled(hidden[:, 0] * nonempty, None)  # (b, d)
+
+
+@POOLINGS.register("last")
+class LastPool(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+
+    def forward(self, hidden: Tensor, lengths: Tensor) -> Pooled:
+        last = (lengths - 1).clamp(min=0)  # (b,)
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        nonempty = (lengths > 0).unsqueeze(-1)  # (b, 1)
+        return Pooled(hidden[rows, last] * nonempty, None)  # (b, d)
 
 
 @POOLINGS.register("attention")
