@@ -153,7 +153,7 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
             key = f"{name}@{d}" + ("" if args.pooling == "attention" else f"/{args.pooling}")
             if key in results:
                 continue
-            run = args.out / "recall_runs" / key
+            run = args.out / "recall_runs" / key.replace("/", "-")
             cmd = [
                 sys.executable, "-m", "attnlab", "train", "recall",
                 f"--task_options.distance={d}", f"--task_options.train={args.train}",
