@@ -12,6 +12,8 @@ Usage::
     OMP_NUM_THREADS=2 python benchmarks/lra.py speed [--length 2000] [--batch 8]
     # 3. the chart from both: docs/lra_chart.png
     python benchmarks/lra.py chart
+    # 4. what shallow rules score on the same test trees (no training; seconds)
+    python benchmarks/lra.py baselines [--train 20000 --max-length 300 ...]
 
 The model is ``listops``'s default (width 64, 2 pre-norm blocks of 4 heads, feed-forward 128,
 rotary positions, attention pooling); only ``--model.encoder.attention.kernel`` changes, with
@@ -23,6 +25,13 @@ appended to ``OUT/accuracy.json`` as runs finish, finished kernels skipped, a fa
 with its error). ``speed`` times a training step (forward, loss, backward) on the same batch of
 ``batch`` sequences of about ``length`` tokens for every kernel, and its peak tensor bytes;
 speed is reported relative to exact attention measured in the same process.
+
+``baselines`` scores three rules fitted on the training trees (a table of the most frequent
+answer per key) on the test trees: ``majority`` (one answer for all), ``operator`` (the answer
+most frequent for the tree's top-level operator) and ``top level`` (keyed by the operator, what
+its direct digit arguments give under it — their max, min, sum mod 10, or the sorted digits for
+``[MED`` — and how many nested lists it has; an unseen key falls back to ``operator``). A model
+above ``operator`` has learnt to read digits; one above ``top level`` evaluates nested lists.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +50,7 @@ from attnlab.bench.attention import scaled_options
 from attnlab.bench.measure import peak_tensor_bytes
 from attnlab.efficient import KERNELS
 from attnlab.tasks import TASKS
-from attnlab.tasks.longrange import ListOpsSpec, make_listops
+from attnlab.tasks.longrange import ListOpsSpec, load_listops, make_listops
 
 EXACT = "exact"
 
@@ -109,6 +119,47 @@ def run_accuracy(args: argparse.Namespace) -> dict:
                              "steps": m["steps"]}  # fmt: skip
         path.write_text(json.dumps(results, indent=1))
         print(name, results[name], flush=True)
+    return results
+
+
+def top_level_key(tokens: list[str]) -> tuple:
+    """The ``top level`` rule's key: the operator, what its direct digits give, nested lists."""
+    op, depth, digits, nested = tokens[0], 0, [], 0
+    for tok in tokens[1:-1]:  # inside the outermost list
+        if tok.startswith("["):
+            nested += depth == 0
+            depth += 1
+        elif tok == "]":
+            depth -= 1
+        elif depth == 0:
+            digits.append(int(tok))
+    summary = {"[MAX": lambda d: max(d, default=-1), "[MIN": lambda d: min(d, default=10),
+               "[SM": lambda d: sum(d) % 10}.get(op, lambda d: tuple(sorted(d)))  # fmt: skip
+    return op, summary(digits), nested
+
+
+def run_baselines(args: argparse.Namespace) -> dict:
+    spec = ListOpsSpec(train=args.train, dev=args.dev, test=args.test, min_length=args.min_length,
+                       max_length=args.max_length, seed=args.seed)  # fmt: skip
+    splits = load_listops(spec)
+    rules = {
+        "majority": lambda tokens: (),
+        "operator": lambda tokens: tokens[0],
+        "top level": top_level_key,
+    }
+    tables = {name: {} for name in rules}  # rule -> key -> Counter of answers
+    for tokens, label in splits["train"]:
+        for name, key in rules.items():
+            tables[name].setdefault(key(tokens), Counter())[label] += 1
+    results = {}
+    for name, key in rules.items():
+        right = 0
+        for tokens, label in splits["test"]:
+            counts = tables[name].get(key(tokens)) or tables["operator"][tokens[0]]
+            right += counts.most_common(1)[0][0] == label
+        results[name] = {"accuracy": right / len(splits["test"]), "keys": len(tables[name])}
+        print(name, results[name], flush=True)
+    (args.out / "baselines.json").write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -196,7 +247,7 @@ def chart(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("part", choices=["accuracy", "speed", "chart"])
+    p.add_argument("part", choices=["accuracy", "speed", "chart", "baselines"])
     p.add_argument("--kernels", nargs="+", default=None,
                    help=f"default: {EXACT} and all; NAME:KEY=VALUE[,...] adds options of the "
                    "kernel's own, e.g. bigbird:block=16 (results are named by the spec)")  # fmt: skip
@@ -224,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         run_accuracy(args)
     elif args.part == "speed":
         run_speed(args)
+    elif args.part == "baselines":
+        run_baselines(args)
     else:
         chart(args)
     return 0
