@@ -150,10 +150,10 @@ def run_recall(args: argparse.Namespace) -> dict[str, Any]:
     results = json.loads(path.read_text()) if path.exists() else {}
     for d in args.distances:
         for name in args.models:
-            key = f"{name}@{d}" + ("" if args.pooling == "attention" else f"/{args.pooling}")
+            key = f"{name}@{d}" + ("" if args.pooling == "attention" else f"-{args.pooling}")
             if key in results:
                 continue
-            run = args.out / "recall_runs" / key.replace("/", "-")
+            run = args.out / "recall_runs" / key
             cmd = [
                 sys.executable, "-m", "attnlab", "train", "recall",
                 f"--task_options.distance={d}", f"--task_options.train={args.train}",

@@ -13,7 +13,7 @@ Legend: ``b`` batch, ``n`` frames, ``f`` features, ``L`` labels.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import torch
@@ -94,8 +94,8 @@ class SpeechModelConfig:
 class CausalTransformerEncoder(TransformerSequenceEncoder):
     """:class:`~attnlab.models.TransformerSequenceEncoder` with ``causal=True``: frame ``i``
     sees frames ``i - window .. i`` (``masks.local(window, causal=True)``), or all earlier
-    frames without a window; the encoder ``--stream`` runs. Same parameters, so its weights
-    load into either."""
+    frames without a window: what ``--model.causal=true`` builds, and what ``--stream`` runs.
+    Same parameters, so its weights load into either."""
 
     def __init__(self, dim: int, **kwargs: Any) -> None:
         super().__init__(dim, causal=True, **kwargs)
@@ -183,15 +183,7 @@ def build_speech_model(
         )
     if fe.subsample not in ("none", "conv2d"):
         raise ValueError(f"frontend.subsample: expected 'none' or 'conv2d', got {fe.subsample!r}")
-    if causal:
-        encoder = CausalTransformerEncoder(
-            cfg.dim, depth=enc.depth, heads=enc.heads, ff_hidden=enc.ff_hidden,
-            dropout=enc.dropout, norm_first=enc.norm_first, positional=enc.positional,
-            max_len=enc.max_len, positional_options=enc.positional_options,
-            window=enc.window, attention=enc.attention,
-        )  # fmt: skip
-    else:
-        encoder = enc.build(cfg.dim)
+    encoder = (replace(enc, causal=True) if causal else enc).build(cfg.dim)
     if output == "token":
         head = TokenHead(encoder.out_dim, num_labels, dropout=cfg.head.dropout)
     elif output == "sequence":

@@ -33,9 +33,15 @@ import torch
 from torch import Tensor
 
 from attnlab.audio import StreamingLogMel, StreamingSubsampler
-from attnlab.models import AttentionPool, MaxPool, MeanPool, SequenceHead
+from attnlab.models import (
+    AttentionPool,
+    MaxPool,
+    MeanPool,
+    SequenceHead,
+    TransformerSequenceEncoder,
+)
 
-from .model import CausalTransformerEncoder, SpeechModel
+from .model import SpeechModel
 
 __all__ = ["SpeechStreamer", "RunningPool", "check_streamable", "stream_file"]
 
@@ -48,11 +54,12 @@ def check_streamable(task: Any, model: SpeechModel) -> None:
         "--model.frontend.normalize=global"
     )
     encoder = getattr(model, "encoder", None)
-    if not isinstance(encoder, CausalTransformerEncoder):
+    if not getattr(encoder, "causal", False):
         kind = type(encoder).__name__
         raise ValueError(
             f"--stream needs causal local self-attention; this model's encoder is {kind}"
-            f"{' (bidirectional)' if kind == 'TransformerSequenceEncoder' else ''}: {how}"
+            f"{' (bidirectional)' if isinstance(encoder, TransformerSequenceEncoder) else ''}: "
+            f"{how}"
         )
     if encoder.window is None:
         raise ValueError(
