@@ -27,7 +27,7 @@ from common import machine, matmul_gflops  # noqa: E402
 
 from attnlab import MultiHeadAttention, masks  # noqa: E402
 from attnlab.backends import ChunkedBackend, FlexBackend, Problem, SDPABackend  # noqa: E402
-from attnlab.bench import peak_tensor_bytes, time_call  # noqa: E402
+from attnlab.bench import peak_tensor_bytes, time_call, time_interleaved  # noqa: E402
 from attnlab.functional import ScaledDotScore, SoftmaxNorm, attend, make_score  # noqa: E402
 
 torch.manual_seed(0)
@@ -58,36 +58,35 @@ def eval_speed(lengths):
     return rows
 
 
-def train_speed(n=1024):
+def train_speed(n=1024, rounds=12):
+    """One training step (fwd + bwd) of the same weights in attnlab, ``nn.MultiheadAttention``
+    (need_weights True and False) and, with ``transformers``, Hugging Face's
+    BertSelfAttention + output dense, timed in turns (:func:`time_interleaved`: medians over
+    ``rounds``, the order reversed every round, so no layer is always timed first)."""
     ref, ours = layers()
     x = torch.randn(1, n, 512)
-
-    def step_ours():
-        ours(x).out.sum().backward()
-
-    def step_ref():
-        ref(x, x, x)[0].sum().backward()
-
-    def step_ref_nw():
-        ref(x, x, x, need_weights=False)[0].sum().backward()
-
-    t_o, t_r, t_rnw = (time_call(f, min_time=2) for f in (step_ours, step_ref, step_ref_nw))
-    print(f"  train n={n}: attnlab {t_o*1e3:.1f} ms, torch {t_r*1e3:.1f} ms (x{t_r/t_o:.2f}), "
-          f"torch need_weights=False {t_rnw*1e3:.1f} ms (x{t_rnw/t_o:.2f})", flush=True)  # fmt: skip
-    row = dict(n=n, attnlab_ms=t_o * 1e3, torch_ms=t_r * 1e3, torch_no_weights_ms=t_rnw * 1e3,
-               speedup=t_r / t_o, speedup_vs_no_weights=t_rnw / t_o)  # fmt: skip
+    steps = {
+        "attnlab": lambda: ours(x).out.sum().backward(),
+        "torch": lambda: ref(x, x, x)[0].sum().backward(),
+        "torch_no_weights": lambda: ref(x, x, x, need_weights=False)[0].sum().backward(),
+    }
     hf = hf_bert_attention()
     if hf is not None:  # the same weights in Hugging Face's BertSelfAttention (sdpa) + output dense
         hf_self, hf_dense = hf
         ours_hf = MultiHeadAttention.from_hf_bert(hf_self, output=hf_dense)
-
-        def step_ours_hf():
-            ours_hf(x).out.sum().backward()
-
-        def step_hf():
-            hf_dense(hf_self(x)[0]).sum().backward()
-
-        t_oh, t_h = (time_call(f, min_time=2) for f in (step_ours_hf, step_hf))
+        steps["attnlab_hf_weights"] = lambda: ours_hf(x).out.sum().backward()
+        steps["hf"] = lambda: hf_dense(hf_self(x)[0]).sum().backward()
+    t = time_interleaved(steps, rounds=rounds)
+    print(f"  train n={n} (medians of {rounds} rounds in turns): attnlab {t['attnlab']*1e3:.1f} ms, "
+          f"torch {t['torch']*1e3:.1f} ms (x{t['torch']/t['attnlab']:.2f}), torch need_weights=False "
+          f"{t['torch_no_weights']*1e3:.1f} ms (x{t['torch_no_weights']/t['attnlab']:.2f})",
+          flush=True)  # fmt: skip
+    row = dict(n=n, rounds=rounds, attnlab_ms=t["attnlab"] * 1e3, torch_ms=t["torch"] * 1e3,
+               torch_no_weights_ms=t["torch_no_weights"] * 1e3,
+               speedup=t["torch"] / t["attnlab"],
+               speedup_vs_no_weights=t["torch_no_weights"] / t["attnlab"])  # fmt: skip
+    if hf is not None:
+        t_oh, t_h = t["attnlab_hf_weights"], t["hf"]
         print(f"  train n={n}: attnlab {t_oh*1e3:.1f} ms, HF BertSelfAttention+dense "
               f"{t_h*1e3:.1f} ms (x{t_h/t_oh:.2f})", flush=True)  # fmt: skip
         row.update(attnlab_vs_hf_ms=t_oh * 1e3, hf_ms=t_h * 1e3, speedup_vs_hf=t_h / t_oh)

@@ -203,9 +203,11 @@ class MultiHeadAttention(nn.Module):
         fresh_keys = True  # False when cross-attention reuses a cache filled earlier
         if context is None:  # self-attention: one (dim -> 3 dim) matmul instead of two
             qkv = F.linear(x, *self._fused_qkv()).view(b, n, 3, h, d)  # (b, i, 3, h, d)
-            # unbind, not qkv[0], qkv[1], qkv[2]: backward then stacks three gradients into one
-            # buffer instead of zero-filling a full-size buffer per slice.
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (b, h, i, d)
+            # unbind along the q/k/v axis where it lies, then transpose each: backward stacks
+            # the three gradients straight into the (b, i, 3, h, d) layout the matmul's
+            # backward reads (one copy; permuting first would stack, then copy again), and
+            # never zero-fills a full buffer per slice as qkv[0], qkv[1], qkv[2] would.
+            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # 3 x (b, h, i, d)
         else:
             q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
             if cache is not None and cache.k is not None:

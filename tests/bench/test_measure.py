@@ -81,3 +81,22 @@ def test_time_call_with_min_time_measures_blocks_until_the_time_is_reached():
 def test_time_call_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         time_call(lambda: None, **kwargs)
+
+
+def test_time_interleaved_reverses_the_order_every_round_and_takes_medians(monkeypatch):
+    from attnlab.bench import measure
+
+    log: list[str] = []
+    seconds = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 4.0, 9.0])}
+
+    def fake_time_call(fn, *, min_time):
+        name = fn()
+        log.append(name)
+        return next(seconds[name])
+
+    monkeypatch.setattr(measure, "time_call", fake_time_call)
+    result = measure.time_interleaved({"a": lambda: "a", "b": lambda: "b"}, rounds=3)
+    assert log == ["a", "b", "b", "a", "a", "b"]  # neither always goes first
+    assert result == {"a": 2.0, "b": 5.0}
+    with pytest.raises(ValueError, match="rounds must be at least 1, got 0"):
+        measure.time_interleaved({"a": lambda: "a"}, rounds=0)

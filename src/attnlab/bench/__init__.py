@@ -4,7 +4,8 @@ Not kernel code: this package imports the kernels (:mod:`attnlab.efficient`) and
 path, never the other way round.
 
 * :mod:`~attnlab.bench.measure`: :func:`time_call` (the one timer, on
-  :class:`torch.utils.benchmark.Timer`), :func:`peak_tensor_bytes` (peak live CPU tensor
+  :class:`torch.utils.benchmark.Timer`), :func:`time_interleaved` (several calls timed in
+  turns, for side-by-side ratios), :func:`peak_tensor_bytes` (peak live CPU tensor
   bytes of a call), :func:`estimate_bytes` (a generous estimate used to skip what won't fit).
 * :mod:`~attnlab.bench.attention`: :func:`bench_attention` (time and memory over sequence
   lengths, with crossovers against SDPA), :func:`approximation_errors`,
@@ -22,7 +23,13 @@ from .attention import (
     bench_recurrent_linear,
     scaled_options,
 )
-from .measure import available_bytes, estimate_bytes, peak_tensor_bytes, time_call
+from .measure import (
+    available_bytes,
+    estimate_bytes,
+    peak_tensor_bytes,
+    time_call,
+    time_interleaved,
+)
 from .report import crossovers, plot_bench, write_csv
 
 __all__ = [
@@ -37,5 +44,6 @@ __all__ = [
     "plot_bench",
     "scaled_options",
     "time_call",
+    "time_interleaved",
     "write_csv",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +29,13 @@ from torch.utils.benchmark import Timer
 
 from ..efficient.local import default_block
 
-__all__ = ["time_call", "peak_tensor_bytes", "estimate_bytes", "available_bytes"]
+__all__ = [
+    "time_call",
+    "time_interleaved",
+    "peak_tensor_bytes",
+    "estimate_bytes",
+    "available_bytes",
+]
 
 
 def time_call(fn: Callable[[], Any], *, repeats: int = 5, min_time: float = 0.0) -> float:
@@ -63,6 +70,34 @@ def time_call(fn: Callable[[], Any], *, repeats: int = 5, min_time: float = 0.0)
     if min_time > 0:
         return timer.blocked_autorange(min_run_time=min_time).median
     return timer.timeit(repeats).median
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], *, rounds: int = 6, min_time: float = 0.5
+) -> dict[str, float]:
+    """Seconds per call of each ``fns[name]()``, measured in turns: median over ``rounds``.
+
+    Timing ``a`` then ``b`` once each favours one of them: the first pays the process's
+    warm-up (allocator, caches, thread pool) and a shared machine's load drifts between the
+    two. Here every round times each function with :func:`time_call` (``min_time`` seconds),
+    the order reversed every other round, and each name gets the median of its rounds.
+
+    Args:
+        fns: name -> the call to time.
+        rounds: rounds (at least 1; even, so each function is first as often as last).
+        min_time: seconds measured per function per round.
+
+    Returns:
+        name -> seconds per call (median over rounds).
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            times[name].append(time_call(fns[name], min_time=min_time))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def peak_tensor_bytes(fn: Callable[[], Any]) -> tuple[int, Any]:
