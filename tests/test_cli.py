@@ -182,3 +182,22 @@ def test_eval_batch_is_deprecated():
 
     with pytest.warns(DeprecationWarning, match="EVAL_BATCH"):
         assert attnlab.commands.EVAL_BATCH == 64
+
+
+@needs_data
+def test_eval_of_several_runs_is_their_ensemble(run_dir, capsys, tmp_path):
+    assert main(["eval", str(run_dir)]) == 0
+    single = json.loads(capsys.readouterr().out.split(": ", 1)[1])
+    # a run ensembled with itself averages equal probabilities: the run's own metrics
+    assert main(["eval", str(run_dir), str(run_dir / "best.pt")]) == 0
+    out = capsys.readouterr().out
+    assert "pos test split (ensemble of 2)" in out
+    assert json.loads(out.split(": ", 1)[1]) == single
+    # a member that encodes inputs differently is refused, naming both runs
+    ckpt = torch.load(run_dir / "best.pt", weights_only=True)
+    first = next(k for k, v in ckpt["task"].items() if isinstance(v, list) and len(v) > 2)
+    ckpt["task"][first] = ckpt["task"][first][::-1]
+    torch.save(ckpt, tmp_path / "other.pt")
+    assert main(["eval", str(run_dir), str(tmp_path / "other.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "other.pt" in err and "encode inputs differently" in err

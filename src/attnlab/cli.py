@@ -210,8 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
              "(--model.init=RUN): attnlab pretrain mlm [--a.b=value ...] = attnlab train mlm")  # fmt: skip
     _train_arguments(pt, help="what to pre-train: mlm (a masked language model)", choices=["mlm"])
 
-    e = add(sub, "eval", help="evaluate a checkpoint on its test set or on a file")
-    e.add_argument("checkpoint")
+    e = add(sub, "eval", help="evaluate a checkpoint (or several: their ensemble) on its test "
+            "set or on a file")  # fmt: skip
+    e.add_argument("checkpoint", nargs="+", help="a run directory or .pt file; several are "
+                   "evaluated as one ensemble (class probabilities averaged)")  # fmt: skip
     e.add_argument("--data", help="a file in the task's format (text: CoNLL-U, word/TAG, "
                    "'word TAG' columns, 'label sentence')")  # fmt: skip
     e.add_argument("--split", default="test", choices=["train", "dev", "test"])

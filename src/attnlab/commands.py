@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from attnlab.tasks import Task
-from attnlab.train import RunConfig, Trainer, load_for_inference, resolve_config
+from attnlab.train import RunConfig, Trainer, load_ensemble, load_for_inference, resolve_config
 from attnlab.train.distributed import resolve_device
 
 __all__ = [
@@ -81,10 +81,13 @@ def train_command(task: str, rest: Sequence[str], *, config: str | None, resume:
 
 
 def eval_command(
-    checkpoint: str, *, data: str | None, split: str, device: str | None = None
+    checkpoint: str | Sequence[str], *, data: str | None, split: str, device: str | None = None
 ) -> int:
-    """``attnlab eval CKPT [--data FILE | --split NAME] [--device D]``: the task's metrics on a
-    file it reads (:meth:`Task.read_examples`) or on one of its splits, as one JSON line.
+    """``attnlab eval CKPT [CKPT ...] [--data FILE | --split NAME] [--device D]``: the task's
+    metrics on a file it reads (:meth:`Task.read_examples`) or on one of its splits, as one
+    JSON line. Several checkpoints are evaluated as their ensemble (class probabilities
+    averaged, :class:`~attnlab.models.Ensemble`; runs of one task with the same vocabularies),
+    with the first run's evaluation settings.
 
     Evaluates as the run's own evaluation did, so that a split gives the number the run
     reported: the run's evaluation batch size (``train.eval_batch_size``, else
@@ -92,7 +95,7 @@ def eval_command(
     ``train.bf16``. A progress bar (examples, rate, ETA) goes to stderr.
 
     Args:
-        checkpoint: a ``.pt`` file or a run directory.
+        checkpoint: a ``.pt`` file or a run directory, or several (an ensemble).
         data: an evaluation file in a format of the task; None: ``split``.
         split: ``train``, ``dev`` or ``test``.
         device: ``auto`` / ``cpu`` / ``cuda``; None: the run's ``train.device``.
@@ -101,7 +104,8 @@ def eval_command(
         raise FileNotFoundError(f"--data: no such file {data}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: CUDA is not available here; use cpu or auto")
-    task, model, cfg = load_for_inference(checkpoint, setup=data is None)
+    paths = [checkpoint] if isinstance(checkpoint, str | Path) else list(checkpoint)
+    task, model, cfg = load_ensemble(paths, setup=data is None)
     target = _eval_device(device, cfg.train.device)
     model.to(target)
     if data is not None:
@@ -120,6 +124,8 @@ def eval_command(
                dynamic_ncols=True, mininterval=0.5)  # fmt: skip
     with bar, torch.no_grad(), _autocast(cfg, target):
         metrics = task.evaluate(model, _batches(task, examples, size, target, bar))
+    if len(paths) > 1:
+        where += f" (ensemble of {len(paths)})"
     print(f"{where}: " + json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
     return 0
 

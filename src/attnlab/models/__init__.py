@@ -46,6 +46,7 @@ from .encoders import (
     TransformerSequenceEncoder,
     valid_positions,
 )
+from .ensemble import Ensemble
 from .heads import HeadOutput, Seq2SeqHead, SequenceHead, TokenHead
 from .inputs import INPUTS, EmbeddingInput, OneHotInput, word_dropout
 from .model import ModelOutput, SequenceModel
@@ -54,6 +55,7 @@ from .vocab import PAD, PAD_ID, UNK, UNK_ID, CharVocabulary, Vocabulary
 
 __all__ = [
     "ENCODERS",
+    "Ensemble",
     "INPUTS",
     "POOLINGS",
     "WORD_SHAPES",

@@ -4,7 +4,13 @@
 or under ``torchrun``, and resumes bit-exactly from ``last.pt``.
 """
 
-from .checkpoint import find_checkpoint, load_checkpoint, load_for_inference, save_checkpoint
+from .checkpoint import (
+    find_checkpoint,
+    load_checkpoint,
+    load_ensemble,
+    load_for_inference,
+    save_checkpoint,
+)
 from .config import (
     RunConfig,
     TrainConfig,
@@ -38,6 +44,7 @@ __all__ = [
     "load_checkpoint",
     "find_checkpoint",
     "load_for_inference",
+    "load_ensemble",
     "DistEnv",
     "init_distributed",
 ]

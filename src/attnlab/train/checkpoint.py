@@ -33,6 +33,7 @@ not pass for the run's best model.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ __all__ = [
     "load_checkpoint",
     "find_checkpoint",
     "load_for_inference",
+    "load_ensemble",
     "config_changes",
 ]
 
@@ -173,6 +175,52 @@ def load_for_inference(
     model = task.build_model(cfg.model)
     model.load_state_dict(ckpt["model"])
     return task, model.to(device).eval(), cfg
+
+
+def load_ensemble(
+    paths: Sequence[str | Path],
+    *,
+    device: str | torch.device = "cpu",
+    setup: bool = False,
+) -> tuple[Task, nn.Module, RunConfig]:
+    """:func:`load_for_inference` of several runs of one task, as one model: their
+    :class:`~attnlab.models.Ensemble` (class probabilities averaged). One path gives that run's
+    own model, unwrapped.
+
+    The members must read inputs the same way: the same task and the same task state
+    (vocabularies, label set), so that one collated batch means the same to each.
+
+    Returns:
+        The first run's task (``setup`` as in :func:`load_for_inference`), the ensemble in eval
+        mode and the first run's config.
+
+    Raises:
+        ValueError: no paths; a member of another task, or with other vocabularies or labels
+            than the first (the message names both runs).
+    """
+    from attnlab.models import Ensemble
+
+    if not paths:
+        raise ValueError("checkpoints: give at least one run directory or .pt file")
+    loaded = [load_for_inference(p, device=device) for p in paths]
+    first_task, _, first_cfg = loaded[0]
+    for path, (task, _, cfg) in zip(paths[1:], loaded[1:]):
+        if cfg.task != first_cfg.task:
+            raise ValueError(
+                f"checkpoints: {path} is a {cfg.task!r} model and {paths[0]} a "
+                f"{first_cfg.task!r} one; an ensemble's members must share a task"
+            )
+        if task.state_dict() != first_task.state_dict():
+            raise ValueError(
+                f"checkpoints: {path} and {paths[0]} encode inputs differently (their "
+                "vocabularies or labels differ), so one batch cannot feed both; ensemble runs "
+                "trained on the same data and options"
+            )
+    if setup:
+        first_task.setup(first_cfg.task_options)
+    if len(loaded) == 1:
+        return loaded[0]
+    return first_task, Ensemble([model for _, model, _ in loaded]).eval(), first_cfg
 
 
 def _readable_sibling(path: Path) -> str:
