@@ -11,6 +11,9 @@ same for every run. Embeddings are 300-d, randomly initialised (Kim's "rand"), n
 features, words lowercased. One JSON file per run under ``--out`` (a finished run is read back,
 not retrained; an interrupted one resumes from its ``last.pt``); the markdown table goes to
 stdout.
+An ensemble variant's seed ``s`` trains (or reads back) ``MEMBERS`` runs of its base variant,
+seeds ``3s .. 3s + 2``, and evaluates their averaged class probabilities (``attnlab eval RUN
+RUN RUN`` does the same from the command line).
 ``--quick``: tiny models on the 12 sentences of the test fixture, to check the script runs
 (numbers meaningless).
 
@@ -25,7 +28,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from attnlab.train import Trainer, resolve_config
+import torch
+
+from attnlab.train import Trainer, load_ensemble, resolve_config
 
 #: the inputs of every variant: 300-d random embeddings (Kim's "rand"), no characters
 COMMON = [
@@ -44,6 +49,9 @@ CNN_ATTENTION = [
 ]
 #: Kim's embedding init U[-0.25, 0.25] (PyTorch's N(0, 1) rows hardly move under Adam)
 KIM_INIT = ["--model.input.embed_init=0.25", "--train.lr=2e-3"]
+CNN_RAND = ["--model.encoder.kind=cnn-attention", "--model.encoder.depth=0", *KIM_HEAD, *KIM_INIT]
+#: model selection on dev four times an epoch (SST-2: 139 steps of 50) instead of once
+DEV_QUARTER = ["--train.eval_every=35", "--train.patience=8"]
 VARIANTS = {
     "CNN + self-attention, max pool; N(0,1) embeddings, lr 1e-3": [
         *CNN_ATTENTION, *KIM_HEAD, "--train.lr=1e-3",
@@ -55,10 +63,25 @@ VARIANTS = {
         *CNN_ATTENTION, *KIM_HEAD, *KIM_INIT,
         "--model.input.word_dropout=0.25", "--model.input.dropout=0.25",
     ],
-    "CNN-rand (depth 0), max pool; U(±0.25) embeddings, lr 2e-3": [
-        "--model.encoder.kind=cnn-attention", "--model.encoder.depth=0", *KIM_HEAD, *KIM_INIT,
+    "CNN-rand (depth 0), max pool; U(±0.25) embeddings, lr 2e-3": [*CNN_RAND],
+    "CNN-rand, dev every 35 steps (~1/4 epoch), patience 8": [*CNN_RAND, *DEV_QUARTER],
+    "CNN-rand, 8 epochs, dev every 35 steps, patience 8": [
+        *CNN_RAND, *DEV_QUARTER, "--train.epochs=8",
+    ],
+    "CNN-rand from MLM pre-training (runs/mlm/kim), dev every 35 steps, patience 8": [
+        *CNN_RAND, *DEV_QUARTER, "--model.init=runs/mlm/kim",
+    ],
+    "CNN + self-attention, max pool; U(±0.25), lr 2e-3, 10% warm-up": [
+        *CNN_ATTENTION, *KIM_HEAD, *KIM_INIT, "--train.warmup_fraction=0.1",
     ],
 }  # fmt: skip
+#: ensembles: seed s of one averages the class probabilities (``attnlab eval RUN RUN RUN``) of
+#: its base variant's runs with seeds MEMBERS*s .. MEMBERS*s + MEMBERS - 1
+ENSEMBLES = {
+    "Ensemble of 3 x (CNN-rand, dev every 35 steps), probabilities averaged":
+        "CNN-rand, dev every 35 steps (~1/4 epoch), patience 8",
+}  # fmt: skip
+MEMBERS = 3
 #: epochs and patience per task (dev accuracy peaks early on these small sets)
 BUDGET = {
     "sst2": ["--train.epochs=4", "--train.patience=2"],
@@ -99,6 +122,36 @@ def run(task: str, name: str, seed: int, out: Path, quick: bool) -> dict:
     return row
 
 
+def run_ensemble(task: str, name: str, seed: int, out: Path, quick: bool) -> dict:
+    """Seed ``seed`` of the ensemble ``name``: its members trained (or read back) as runs of the
+    base variant, then their averaged probabilities evaluated on dev and test."""
+    path = out / task / f"{slug(name)}_seed{seed}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    base = ENSEMBLES[name]
+    seeds = [MEMBERS * seed + k for k in range(MEMBERS)]
+    members = [run(task, base, s, out, quick) for s in seeds]
+    dirs = [out / task / f"{slug(base)}_seed{s}" for s in seeds]
+    ens_task, model, cfg = load_ensemble(dirs, setup=True)
+    size = cfg.train.eval_batch_size or cfg.train.batch_size
+    splits = ens_task.splits()
+    acc = {}
+    with torch.no_grad():
+        for split in ("dev", "test"):
+            examples = splits[split]
+            batches = (
+                ens_task.collate(examples[i : i + size]) for i in range(0, len(examples), size)
+            )
+            acc[split] = ens_task.evaluate(model, batches)["accuracy"]
+    row = dict(task=task, variant=name, seed=seed, test_accuracy=acc["test"],
+               dev_accuracy=acc["dev"], parameters=sum(m["parameters"] for m in members),
+               member_seeds=seeds, overrides=members[0]["overrides"][:-1])  # fmt: skip
+    path.write_text(json.dumps(row, indent=1))
+    print(f"  {task} {name} seed {seed} (members {seeds}): test {acc['test']:.2%} "
+          f"dev {acc['dev']:.2%}", file=sys.stderr, flush=True)  # fmt: skip
+    return row
+
+
 def table(rows: list[dict], tasks: list[str]) -> str:
     lines = ["| variant | " + " | ".join(f"{t} test (dev)" for t in tasks) + " |",
              "|---|" + "---:|" * len(tasks)]  # fmt: skip
@@ -121,7 +174,8 @@ def table(rows: list[dict], tasks: list[str]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="+", default=["sst2", "trec"], choices=list(BUDGET))
-    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="variants to run")
+    parser.add_argument("--only", nargs="+", choices=[*VARIANTS, *ENSEMBLES],
+                        help="variants to run")  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--out", default="runs/sentences")
     parser.add_argument("--quick", action="store_true")
@@ -129,14 +183,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="print the table of the finished runs under --out; train nothing")  # fmt: skip
     args = parser.parse_args(argv)
     out = Path(args.out) / ("quick" if args.quick else "full")
-    names = args.only or list(VARIANTS)
+    names = args.only or [*VARIANTS, *ENSEMBLES]
     seeds = args.seeds[:1] if args.quick else args.seeds
     tasks = ["sst2"] if args.quick else args.tasks
     if args.report:
         found = [out / t / f"{slug(n)}_seed{s}.json" for n in names for t in tasks for s in seeds]
         rows = [json.loads(p.read_text()) for p in found if p.is_file()]
     else:
-        rows = [run(t, n, s, out, args.quick) for n in names for t in tasks for s in seeds]
+        rows = [(run_ensemble if n in ENSEMBLES else run)(t, n, s, out, args.quick)
+                for n in names for t in tasks for s in seeds]  # fmt: skip
     print(table(rows, tasks))
 
 
