@@ -11,7 +11,7 @@ with 1 / 4 / 8 heads, without positions, additive scores, ReLU normalisation).
 ``speed``: training steps (forward, backward, AdamW) of the self-attention tagger and of the
 same model built from ``nn.TransformerEncoder`` (same width, depth, heads, feed-forward,
 pre-norm, sinusoidal positions, same inputs and head), each in fp32 eager, bf16 eager and bf16
-under ``torch.compile`` (as ``--train.compile=true`` runs it: dynamic shapes, batches padded to
+(and the tagger also fp32) under ``torch.compile`` (as ``--train.compile=true`` runs it: dynamic shapes, batches padded to
 multiples of 8), taking turns on the same batches in one process. Tokens/s counts real tokens
 (padding excluded); the two targets of issue 9 are printed: the tagger's bf16 compiled
 throughput over its fp32 eager one (>= 1.5x) and over the ``nn.TransformerEncoder`` tagger's
@@ -119,6 +119,7 @@ VARIANTS = {
     "attnlab fp32 eager": ("attnlab", False, False),
     "attnlab bf16 eager": ("attnlab", True, False),
     "attnlab bf16 compiled": ("attnlab", True, True),
+    "attnlab fp32 compiled": ("attnlab", False, True),
     "torch fp32 eager": ("torch", False, False),
     "torch bf16 eager": ("torch", True, False),
     "torch bf16 compiled": ("torch", True, True),
@@ -205,6 +206,11 @@ def speed(args) -> dict:
         "bf16_compiled_over_torch_bf16_compiled": best / tps.get("torch bf16 compiled", nan),
         "bf16_eager_over_fp32_eager": tps["attnlab bf16 eager"] / tps["attnlab fp32 eager"],
         "attnlab_over_torch_bf16_eager": tps["attnlab bf16 eager"] / tps["torch bf16 eager"],
+        # what compile alone gives, where bf16 has no instructions (AVX2 CPUs)
+        "fp32_compiled_over_fp32_eager": tps.get("attnlab fp32 compiled", nan)
+        / tps["attnlab fp32 eager"],
+        "fp32_compiled_over_torch_fp32_eager": tps.get("attnlab fp32 compiled", nan)
+        / tps["torch fp32 eager"],
     }
     r = {k: f"x{v:.2f}" for k, v in ratios.items()}
     print(
@@ -213,6 +219,8 @@ def speed(args) -> dict:
         "  target 2, tagger bf16 compiled / nn.TransformerEncoder tagger bf16: "
         f"{r['bf16_compiled_over_torch_bf16_eager']} (eager), "
         f"{r['bf16_compiled_over_torch_bf16_compiled']} (compiled) (>= 1.2)\n"
+        f"  compile alone, tagger fp32 compiled / fp32 eager: {r['fp32_compiled_over_fp32_eager']}"
+        f", / nn.TransformerEncoder tagger fp32: {r['fp32_compiled_over_torch_fp32_eager']}\n"
         f"  graphs compiled while timing: {recompiles} (0: no recompiles after warm-up)",
         flush=True,
     )
