@@ -6,8 +6,10 @@ features, and the CNN baseline; each with its configuration, chosen by ``kind``.
   (:func:`attnlab.masks.grid_local`, ``window=r``).
 * ``patches``: ViT (Dosovitskiy et al. 2021): ``p x p`` patches, each linearly embedded
   (a stride-``p`` convolution), ``(H / p)(W / p)`` tokens.
-* ``hybrid``: a small CNN stem (3x3 convolutions, ``log2(downsample)`` of them with stride 2),
-  then self-attention over its feature map (the lecture's "use both").
+* ``hybrid``: the CNN's first stages as a stem (3x3 convolutions, 2x2 max pooling
+  ``log2(downsample)`` times), a linear map of each feature vector to a token, then
+  self-attention over the feature map (the lecture's "use both": the CNN's last stage, whose
+  receptive field is a fixed 3x3, becomes attention over all of the map).
 * ``cnn``: 3x3 convolutions with batch norm and max pooling, then global average pooling.
 
 The three attention encoders share :class:`GridTransformer`: an optional CLS token, a 2-D
@@ -152,15 +154,24 @@ class PatchesConfig(_AttentionSettings):
 class HybridConfig(_AttentionSettings):
     """CNN stem then self-attention (see :class:`_AttentionSettings` for the shared fields).
 
+    The defaults match the ``cnn`` baseline's parameter count (about 290k): its first two
+    stages, then three blocks of width 96 in place of its third stage, mean pooled as the CNN
+    is.
+
     Args:
-        stem: channels of the first 3x3 convolution (doubling at each stride-2 one).
-        downsample: total stride of the stem, a power of 2 (4: 28x28 -> 7x7 tokens).
+        stem: channels of the stem's first stage (doubling at each following stage).
+        stem_depth: 3x3 convolutions (batch norm, ReLU) per stage.
+        downsample: total stride of the stem, a power of 2: ``log2(downsample)`` stages, each
+            ending in 2x2 max pooling (4: 28x28 -> 7x7 tokens; 1: one stage, no pooling).
     """
 
     kind: str = "hybrid"
     stem: int = 32
+    stem_depth: int = 2
     downsample: int = 4
+    dim: int = 96
     depth: int = 3
+    pooling: Literal["cls", "mean"] = "mean"
 
 
 @_kind("cnn")
@@ -215,9 +226,9 @@ class GridTransformer(nn.Module):
         return EncodedImage(pooled, out.weights, self.grid, self.prefix)
 
 
-def _conv(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
+def _conv(c_in: int, c_out: int) -> nn.Sequential:
     return nn.Sequential(
-        nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
+        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
         nn.BatchNorm2d(c_out),
         nn.ReLU(inplace=True),
     )
@@ -245,22 +256,28 @@ class TokenImageEncoder(nn.Module):
         return self.body(tokens, need_weights=need_weights)
 
 
+def _stages(c_in: int, widths: list[int], depth: int, pools: int) -> list[nn.Module]:
+    """``depth`` 3x3 convolutions per width in ``widths``; 2x2 max pooling after the first
+    ``pools`` stages."""
+    layers: list[nn.Module] = []
+    for i, c in enumerate(widths):
+        layers += [_conv(c_in if j == 0 else c, c) for j in range(depth)]
+        if i < pools:
+            layers.append(nn.MaxPool2d(2))
+        c_in = c
+    return layers
+
+
 class CNNImageEncoder(nn.Module):
     """The CNN baseline (see :class:`CNNConfig`). Shapes: ``(b, 1, H, W)`` -> pooled
     ``(b, channels[-1])``; it has no attention weights."""
 
     def __init__(self, cfg: CNNConfig) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        c_in = 1
-        for i, c in enumerate(cfg.channels):
-            layers += [_conv(c_in, c), _conv(c, c)]
-            if i < len(cfg.channels) - 1:
-                layers.append(nn.MaxPool2d(2))
-            c_in = c
-        self.features = nn.Sequential(*layers)
+        widths = list(cfg.channels)
+        self.features = nn.Sequential(*_stages(1, widths, 2, pools=len(widths) - 1))
         self.drop = nn.Dropout(cfg.dropout)
-        self.dim = c_in
+        self.dim = widths[-1]
 
     def forward(self, x: Tensor, *, need_weights: bool = False) -> EncodedImage:
         pooled = self.features(x).mean(dim=(2, 3))  # (b, c)
@@ -294,15 +311,13 @@ def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Mo
                 f"model.encoder.downsample={cfg.downsample}: expected a power of 2 dividing the "
                 f"{height}x{width} images"
             )
-        stages: list[nn.Module] = [_conv(1, cfg.stem)]
-        widths = [cfg.stem * 2**i for i in range(1, steps)] + [cfg.dim]
-        c_in = cfg.stem
-        for c in widths[:steps]:
-            stages.append(_conv(c_in, c, stride=2))
-            c_in = c
-        if steps == 0:
-            stages.append(nn.Conv2d(cfg.stem, cfg.dim, 1))
-        embed = nn.Sequential(*stages)
+        if cfg.stem <= 0 or cfg.stem_depth <= 0:
+            raise ValueError(
+                f"model.encoder.stem={cfg.stem}, stem_depth={cfg.stem_depth}: expected both > 0"
+            )
+        widths = [cfg.stem * 2**i for i in range(max(steps, 1))]
+        stem = _stages(1, widths, cfg.stem_depth, pools=steps)
+        embed = nn.Sequential(*stem, nn.Conv2d(widths[-1], cfg.dim, 1))  # a token per position
         grid = (height // cfg.downsample, width // cfg.downsample)
     else:
         raise ValueError(f"unknown image encoder config {type(cfg).__name__}")
