@@ -7,6 +7,8 @@ Usage:
         --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
     # the plot from the jsonl (test accuracy vs train size, log x, error bars = std over seeds)
     python benchmarks/images.py --plot docs/images_data_efficiency.png --out results/images.jsonl
+    # its markdown table (mean +- std over seeds, seeds in brackets)
+    python benchmarks/images.py --table --out results/images.jsonl
     # speed: images/s, training step and inference, every encoder, same batch, one process
     python benchmarks/images.py --speed [--batch 128] [--quick]
 
@@ -71,14 +73,36 @@ def run_sweep(args: argparse.Namespace) -> None:
                 print(json.dumps(row), flush=True)
 
 
+def _latest(out: str) -> dict[tuple[str, int, int], dict]:
+    """The rows of ``out`` by (encoder, train size, seed); a later line replaces an earlier."""
+    rows = [json.loads(line) for line in Path(out).read_text().splitlines() if line]
+    return {(r["encoder"], r["train_size"], r["seed"]): r for r in rows}
+
+
+def table(args: argparse.Namespace) -> None:
+    """Print the markdown table: test accuracy mean +- std over seeds (and how many), per
+    encoder and training-set size."""
+    latest = _latest(args.out)
+    sizes = sorted({k[1] for k in latest})
+    print("| encoder | parameters | " + " | ".join(f"{n:,}" for n in sizes) + " |")
+    print("|---|---:|" + "---:|" * len(sizes))
+    for encoder in sorted({k[0] for k in latest}):
+        cells = []
+        for n in sizes:
+            accs = [r["test_accuracy"] * 100 for k, r in latest.items() if k[:2] == (encoder, n)]
+            sd = f" ± {statistics.stdev(accs):.1f}" if len(accs) > 1 else ""
+            cells.append(f"{statistics.mean(accs):.1f}{sd} ({len(accs)})" if accs else "-")
+        params = next(r["parameters"] for k, r in latest.items() if k[0] == encoder)
+        print(f"| {encoder} | {params:,} | " + " | ".join(cells) + " |")
+
+
 def plot(args: argparse.Namespace) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    rows = [json.loads(line) for line in Path(args.out).read_text().splitlines() if line]
-    latest = {(r["encoder"], r["train_size"], r["seed"]): r for r in rows}  # last write wins
+    latest = _latest(args.out)
     fig = Figure(figsize=(4.2, 3.0))
     ax = fig.add_subplot(1, 1, 1)
     for encoder in sorted({k[0] for k in latest}):
@@ -155,6 +179,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--out", default="results/images.jsonl")
     p.add_argument("--plot", help="draw the plot from --out into this PNG (no training)")
+    p.add_argument("--table", action="store_true", help="print the markdown table of --out")
     p.add_argument("--speed", action="store_true", help="measure images/s instead")
     p.add_argument("--speed-out", dest="speed_out", help="JSON file for --speed's rows")
     p.add_argument("--batch", type=int, default=128)
@@ -164,6 +189,8 @@ def main() -> None:
         speed(args)
     elif args.plot:
         plot(args)
+    elif args.table:
+        table(args)
     else:
         t0 = time.time()
         run_sweep(args)
