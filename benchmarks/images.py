@@ -79,6 +79,11 @@ def _latest(out: str) -> dict[tuple[str, int, int], dict]:
     return {(r["encoder"], r["train_size"], r["seed"]): r for r in rows}
 
 
+def _accuracies(latest: dict, encoder: str, size: int) -> list[float]:
+    """Test accuracies (%) of ``encoder`` at ``size``, one per seed."""
+    return [r["test_accuracy"] * 100 for k, r in latest.items() if k[:2] == (encoder, size)]
+
+
 def table(args: argparse.Namespace) -> None:
     """Print the markdown table: test accuracy mean +- std over seeds (and how many), per
     encoder and training-set size."""
@@ -89,7 +94,7 @@ def table(args: argparse.Namespace) -> None:
     for encoder in sorted({k[0] for k in latest}):
         cells = []
         for n in sizes:
-            accs = [r["test_accuracy"] * 100 for k, r in latest.items() if k[:2] == (encoder, n)]
+            accs = _accuracies(latest, encoder, n)
             sd = f" ± {statistics.stdev(accs):.1f}" if len(accs) > 1 else ""
             cells.append(f"{statistics.mean(accs):.1f}{sd} ({len(accs)})" if accs else "-")
         params = next(r["parameters"] for k, r in latest.items() if k[0] == encoder)
@@ -107,8 +112,7 @@ def plot(args: argparse.Namespace) -> None:
     ax = fig.add_subplot(1, 1, 1)
     for encoder in sorted({k[0] for k in latest}):
         sizes = sorted({k[1] for k in latest if k[0] == encoder})
-        accs = [[r["test_accuracy"] * 100 for k, r in latest.items() if k[:2] == (encoder, n)]
-                for n in sizes]  # fmt: skip
+        accs = [_accuracies(latest, encoder, n) for n in sizes]
         mean = [statistics.mean(a) for a in accs]
         err = [statistics.stdev(a) if len(a) > 1 else 0.0 for a in accs]
         ax.errorbar(sizes, mean, yerr=err, marker="o", capsize=3, label=encoder)

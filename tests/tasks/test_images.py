@@ -112,16 +112,12 @@ def test_every_encoder_shapes_and_gradients(kind: str) -> None:
 def test_hybrid_defaults_replace_the_cnns_last_stage_at_its_size() -> None:
     """The default hybrid is the CNN's first two stages, then attention on a 7x7 grid, with a
     parameter count within 5% of the CNN's (the comparison the data-efficiency runs make)."""
-    size = {
-        kind: sum(p.numel() for p in build_image_model(ImageModelConfig(encoder=cfg()),
-                  size=(28, 28), num_classes=10).parameters())
-        for kind, cfg in (("cnn", CNNConfig), ("hybrid", HybridConfig))
-    }  # fmt: skip
+    models = {kind: build_image_model(ImageModelConfig(encoder=cfg()), size=(28, 28),
+                                      num_classes=10)
+              for kind, cfg in (("cnn", CNNConfig), ("hybrid", HybridConfig))}  # fmt: skip
+    size = {kind: sum(p.numel() for p in m.parameters()) for kind, m in models.items()}
     assert abs(size["hybrid"] / size["cnn"] - 1) < 0.05, size
-    enc = build_image_model(ImageModelConfig(encoder=HybridConfig()), size=(28, 28),
-                            num_classes=10).encoder  # fmt: skip
-    cnn = build_image_model(ImageModelConfig(encoder=CNNConfig()), size=(28, 28),
-                            num_classes=10).encoder  # fmt: skip
+    enc, cnn = models["hybrid"].encoder, models["cnn"].encoder
     stem = [m for m in enc.embed if not isinstance(m, torch.nn.Conv2d)]  # less the 1x1 map
     assert str(torch.nn.Sequential(*stem)) == str(cnn.features[: len(stem)])
     assert enc.body.grid == (7, 7)
