@@ -11,8 +11,8 @@ with 1 / 4 / 8 heads, without positions, additive scores, ReLU normalisation).
 ``speed``: training steps (forward, backward, AdamW) of the self-attention tagger and of the
 same model built from ``nn.TransformerEncoder`` (same width, depth, heads, feed-forward,
 pre-norm, sinusoidal positions, same inputs and head), each in fp32 eager, bf16 eager and bf16
-(and the tagger also fp32) under ``torch.compile`` (as ``--train.compile=true`` runs it: dynamic shapes, batches padded to
-multiples of 8), taking turns on the same batches in one process. Tokens/s counts real tokens
+(and the tagger also fp32) under ``torch.compile`` (as ``--train.compile=true`` runs it:
+dynamic shapes, batches padded to multiples of 8), taking turns on the same batches in one process. Tokens/s counts real tokens
 (padding excluded); the two targets of issue 9 are printed: the tagger's bf16 compiled
 throughput over its fp32 eager one (>= 1.5x) and over the ``nn.TransformerEncoder`` tagger's
 (>= 1.2x; against its bf16 eager and its bf16 compiled throughput). ``--quick``: a tiny model and

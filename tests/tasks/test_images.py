@@ -126,8 +126,7 @@ def test_hybrid_defaults_replace_the_cnns_last_stage_at_its_size() -> None:
 @pytest.mark.parametrize("field", ["stem", "stem_depth"])
 def test_hybrid_rejects_an_empty_stem(field: str) -> None:
     with pytest.raises(ValueError, match=f"{field}=0"):
-        build_image_model(ImageModelConfig(encoder=HybridConfig(**{field: 0})), size=(28, 28),
-                          num_classes=10)  # fmt: skip
+        merge(ImageModelConfig(), {"encoder": {"kind": "hybrid", field: 0}})
 
 
 def test_pixels_window_is_local() -> None:

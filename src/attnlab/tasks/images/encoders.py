@@ -173,6 +173,13 @@ class HybridConfig(_AttentionSettings):
     depth: int = 3
     pooling: Literal["cls", "mean"] = "mean"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.stem <= 0 or self.stem_depth <= 0:
+            raise ValueError(
+                f"model.encoder.stem={self.stem}, stem_depth={self.stem_depth}: expected both > 0"
+            )
+
 
 @_kind("cnn")
 @dataclass
@@ -310,10 +317,6 @@ def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Mo
             raise ValueError(
                 f"model.encoder.downsample={cfg.downsample}: expected a power of 2 dividing the "
                 f"{height}x{width} images"
-            )
-        if cfg.stem <= 0 or cfg.stem_depth <= 0:
-            raise ValueError(
-                f"model.encoder.stem={cfg.stem}, stem_depth={cfg.stem_depth}: expected both > 0"
             )
         widths = [cfg.stem * 2**i for i in range(max(steps, 1))]
         stem = _stages(1, widths, cfg.stem_depth, pools=steps)
