@@ -6,11 +6,15 @@ checkpoint decoded with beam search (``--beam 5``), are appended to ``--out`` wi
 the steps, the wall time and the machine's load. ``--minutes M`` sizes ``train.max_steps`` so
 that training takes about ``M`` minutes: it first times a few training steps on this machine,
 now (a busy machine gets fewer steps). ``--collect RUN_DIR`` only records an existing run.
+``--bucketing K`` trains nothing: it measures what ``train.bucket=K`` (length bucketing) saves,
+the share of padding in the batches of an epoch and the training words/s of the preset's model
+on plain and on bucketed batches, timed in alternating rounds in one process.
 
     OMP_NUM_THREADS=1 python benchmarks/g2p.py --preset transformer --minutes 60 \
         --out results/g2p.jsonl --beam 5
     OMP_NUM_THREADS=1 python benchmarks/g2p.py --preset lstm --minutes 25 --out results/g2p.jsonl
     python benchmarks/g2p.py --collect runs/g2p-transformer --beam 5 --out results/g2p.jsonl
+    OMP_NUM_THREADS=1 python benchmarks/g2p.py --bucketing 50 --model.dim=192 --model.ff_hidden=512
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 import torch
 
 from attnlab.cli import main as attnlab
+from attnlab.train.batching import bucket_batches, epoch_order, make_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
@@ -44,32 +49,77 @@ PRESETS = {
 }  # fmt: skip
 
 
-def seconds_per_step(options: list[str], steps: int = 6) -> float:
-    """Time ``steps`` training steps (after one warm-up) of the run ``options`` describe."""
+def _setup(options: list[str]):
+    """The task (set up), a fresh model in train mode, and the resolved config of ``options``."""
+    from attnlab.tasks import TASKS
     from attnlab.train.config import resolve_config
 
     cfg = resolve_config(task="g2p", overrides=options)
-    from attnlab.tasks import TASKS
-
     task = TASKS.get("g2p")()
     task.setup(cfg.task_options)
-    model = task.build_model(cfg.model).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    train = task.splits()["train"]
-    gen = torch.Generator().manual_seed(0)
-    order = torch.randperm(len(train), generator=gen).tolist()
-    size = cfg.train.batch_size
-    batches = [task.collate([train[i] for i in order[k * size : (k + 1) * size]])
-               for k in range(steps + 1)]  # fmt: skip
-    start = 0.0
-    for k, batch in enumerate(batches):
-        if k == 1:
-            start = time.perf_counter()
+    return task, task.build_model(cfg.model).train(), cfg
+
+
+def _time_steps(task, model, opt, batches: list) -> float:
+    """Seconds to take one optimizer step on each of ``batches`` (collated)."""
+    start = time.perf_counter()
+    for batch in batches:
         loss, units = task.loss(model, batch)
         opt.zero_grad()
         (loss / units).backward()
         opt.step()
-    return (time.perf_counter() - start) / steps
+    return time.perf_counter() - start
+
+
+def seconds_per_step(options: list[str], steps: int = 6) -> float:
+    """Time ``steps`` training steps (after one warm-up) of the run ``options`` describe."""
+    task, model, cfg = _setup(options)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    train, tc = task.splits()["train"], cfg.train
+    order = epoch_order(len(train), seed=0, epoch=0)
+    if tc.bucket:
+        costs = [task.batch_size_of(ex) for ex in train]
+        batches = bucket_batches(order, costs=costs, bucket=tc.bucket, batch_size=tc.batch_size,
+                                 seed=0)  # fmt: skip
+    else:
+        batches = make_batches(order, batch_size=tc.batch_size)
+    collated = [task.collate([train[i] for i in b]) for b in batches[: steps + 1]]
+    _time_steps(task, model, opt, collated[:1])
+    return _time_steps(task, model, opt, collated[1:]) / steps
+
+
+def bucketing(options: list[str], bucket: int, *, steps: int = 10, rounds: int = 4) -> dict:
+    """Padding share and training words/s without and with ``train.bucket=bucket``."""
+    task, model, cfg = _setup(options)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    train = task.splits()["train"]
+    costs = [task.batch_size_of(ex) for ex in train]
+    order, size = epoch_order(len(train), seed=0, epoch=0), cfg.train.batch_size
+    arms = {
+        "plain": make_batches(order, batch_size=size),
+        "bucketed": bucket_batches(order, costs=costs, bucket=bucket, batch_size=size, seed=0),
+    }
+    row: dict = {"bucket": bucket, "batch_size": size, "model": vars(cfg.model)}
+    for name, batches in arms.items():
+        for side, length in (("letters", lambda ex: len(ex.word)),
+                             ("phones", lambda ex: len(ex.prons[0]) + 1)):  # fmt: skip
+            real = sum(length(train[i]) for b in batches for i in b)
+            padded = sum(len(b) * max(length(train[i]) for i in b) for b in batches)
+            row[f"{name}_padding_{side}"] = round(1 - real / padded, 4)
+    collated = {name: [task.collate([train[i] for i in b]) for b in batches[: steps * rounds]]
+                for name, batches in arms.items()}  # fmt: skip
+    _time_steps(task, model, opt, collated["plain"][:2])  # warm-up
+    seconds = dict.fromkeys(arms, 0.0)
+    words = dict.fromkeys(arms, 0)
+    for r in range(rounds):  # alternate the arms, so that a change in load hits both
+        for name in arms:
+            chunk = collated[name][r * steps : (r + 1) * steps]
+            seconds[name] += _time_steps(task, model, opt, chunk)
+            words[name] += sum(len(b["lengths"]) for b in chunk)
+    for name in arms:
+        row[f"{name}_words_per_s"] = round(words[name] / seconds[name], 1)
+    row["speedup"] = round(row["bucketed_words_per_s"] / row["plain_words_per_s"], 3)
+    return row
 
 
 def beam_metrics(run: Path, beam: int) -> dict:
@@ -112,8 +162,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run_dir", default=None, help="default runs/g2p-PRESET")
     p.add_argument("--collect", help="only record this existing run")
     p.add_argument("--out", help="append the JSON line here")
+    p.add_argument("--bucketing", type=int, metavar="K", help="measure train.bucket=K instead")
     args, extra = p.parse_known_args(argv)
     out = Path(args.out) if args.out else None
+    if args.bucketing:
+        options = [*PRESETS[args.preset], *extra]
+        row = {**bucketing(options, args.bucketing), "machine": machine(),
+               "load_avg": os.getloadavg()}  # fmt: skip
+        print(json.dumps(row))
+        if out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        return 0
     if args.collect:
         record(Path(args.collect), out, beam=args.beam, extra={"collected": True})
         return 0

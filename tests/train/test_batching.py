@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from attnlab.train.batching import epoch_order, make_batches, rank_micro_batches, split_batch
+from attnlab.train.batching import (
+    bucket_batches,
+    epoch_order,
+    make_batches,
+    rank_micro_batches,
+    split_batch,
+)
 
 
 def test_epoch_order_is_a_seeded_permutation():
@@ -44,3 +51,34 @@ def test_ranks_cover_the_global_batch_exactly_once():
         for i in micro
     ]
     assert seen == batch
+
+
+def _padded(batches, costs):
+    return sum(len(b) * max(costs[i] for i in b) for b in batches)
+
+
+def test_bucketed_batches_see_every_example_once_and_pad_less():
+    gen = torch.Generator().manual_seed(0)
+    costs = torch.randint(1, 40, (1000,), generator=gen).tolist()
+    order = epoch_order(1000, seed=0, epoch=0)
+    plain = make_batches(order, batch_size=32)
+    bucketed = bucket_batches(order, costs=costs, bucket=8, batch_size=32, seed=5)
+    assert sorted(i for b in bucketed for i in b) == list(range(1000))
+    assert len(bucketed) == len(plain) and sorted(map(len, bucketed)) == sorted(map(len, plain))
+    assert _padded(bucketed, costs) < 0.8 * _padded(plain, costs)
+    assert bucketed == bucket_batches(order, costs=costs, bucket=8, batch_size=32, seed=5)
+    assert bucketed != bucket_batches(order, costs=costs, bucket=8, batch_size=32, seed=6)
+    # the examples of each pool of 8 batches are sorted by cost before they are cut
+    pool0 = sorted(order[:256], key=costs.__getitem__)
+    assert sorted(tuple(b) for b in bucketed if b[0] in pool0) == sorted(
+        tuple(pool0[i : i + 32]) for i in range(0, 256, 32)
+    )
+
+
+def test_bucketed_token_batches_respect_the_budget():
+    costs = [5, 3, 9, 1, 1, 12, 2, 7, 4, 6]
+    batches = bucket_batches(range(10), costs=costs, bucket=2, batch_size=1, max_cost=10, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(10))
+    assert all(sum(costs[i] for i in b) <= 10 or len(b) == 1 for b in batches)
+    with pytest.raises(ValueError, match="bucket must be >= 1"):
+        bucket_batches(range(3), costs=[1, 1, 1], bucket=0, batch_size=1, seed=0)

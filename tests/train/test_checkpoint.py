@@ -46,6 +46,8 @@ RESUME_CASES = {
     "epoch_boundary": (["--train.checkpoint_every=4"], 7, (6, 1, 0)),
     # crash in step 11 -> resume from step 8, batch 2 of epoch 2 (mid-epoch)
     "mid_epoch": (["--train.checkpoint_every=4"], 11, (8, 1, 2)),
+    # the same with length bucketing (the batches of an epoch are shuffled after sorting)
+    "mid_epoch_bucketed": (["--train.checkpoint_every=4", "--train.bucket=2"], 11, (8, 1, 2)),
     # mid-epoch evaluations, patience, token batching, 2 accumulation micro-batches per step
     "eval_every_accum_tokens": (
         ["--train.eval_every=5", "--train.patience=3", "--train.grad_accum=2",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["epoch_order", "make_batches", "split_batch", "rank_micro_batches"]
+__all__ = ["epoch_order", "make_batches", "bucket_batches", "split_batch", "rank_micro_batches"]
 
 
 def epoch_order(n: int, *, seed: int, epoch: int) -> list[int]:
@@ -56,6 +56,54 @@ def make_batches(
     if current:
         batches.append(current)
     return batches
+
+
+def bucket_batches(
+    order: Sequence[int],
+    *,
+    costs: Sequence[int],
+    bucket: int,
+    batch_size: int,
+    max_cost: int = 0,
+    seed: int,
+) -> list[list[int]]:
+    """Length-bucketed batches: examples of similar cost share a batch, so less is padding.
+
+    ``order`` is cut into pools of ``bucket`` batches' worth of examples (``bucket *
+    batch_size`` examples, or examples costing up to ``bucket * max_cost`` in all under token
+    batching); each pool is sorted by cost (stably) and cut by :func:`make_batches`; then the
+    batches of all pools are shuffled with a generator seeded ``seed``. Every example is still
+    seen once; with fixed-size batches the number of batches equals :func:`make_batches`'s.
+    A pool of ``bucket`` batches keeps the order random at the scale of the pool (what
+    fairseq and tensor2tensor call sorting within a window) while padding falls with its size.
+    """
+    if bucket < 1:
+        raise ValueError(f"bucket must be >= 1 batches per pool, got {bucket}")
+    pools: list[list[int]] = []
+    if max_cost <= 0:
+        size = bucket * batch_size
+        pools = [list(order[i : i + size]) for i in range(0, len(order), size)]
+    else:
+        current: list[int] = []
+        total = 0
+        for idx in order:
+            if current and total + costs[idx] > bucket * max_cost:
+                pools.append(current)
+                current, total = [], 0
+            current.append(idx)
+            total += costs[idx]
+        if current:
+            pools.append(current)
+    batches = [
+        batch
+        for pool in pools
+        for batch in make_batches(
+            sorted(pool, key=costs.__getitem__), batch_size=batch_size, costs=costs,
+            max_cost=max_cost,
+        )
+    ]  # fmt: skip
+    perm = torch.randperm(len(batches), generator=torch.Generator().manual_seed(seed))
+    return [batches[i] for i in perm.tolist()]
 
 
 def split_batch(batch: Sequence[int], parts: int) -> list[list[int]]:

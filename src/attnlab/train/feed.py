@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from .batching import epoch_order, make_batches, rank_micro_batches
+from .batching import bucket_batches, epoch_order, make_batches, rank_micro_batches
 from .compile import PaddedCollate, pad_multiple_of
 from .distributed import DistEnv
 
@@ -48,12 +48,18 @@ class Feed:
         self.task, self.train, self.tc, self.env = task, train, tc, env
         self.device = env.device
         self.collate = PaddedCollate(task.collate, pad_multiple_of(tc.compile, tc.pad_multiple))
-        self.costs = [task.batch_size_of(ex) for ex in train] if tc.batch_tokens else None
+        needs_costs = tc.batch_tokens or tc.bucket
+        self.costs = [task.batch_size_of(ex) for ex in train] if needs_costs else None
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """The global batches (lists of train indices) of ``epoch``, in order."""
         tc = self.tc
         order = epoch_order(len(self.train), seed=tc.seed, epoch=epoch)
+        if tc.bucket:
+            return bucket_batches(
+                order, costs=self.costs, bucket=tc.bucket, batch_size=tc.batch_size,
+                max_cost=tc.batch_tokens, seed=tc.seed + epoch,
+            )  # fmt: skip
         return make_batches(
             order, batch_size=tc.batch_size, costs=self.costs, max_cost=tc.batch_tokens
         )
