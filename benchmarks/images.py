@@ -5,6 +5,9 @@ Usage:
     # a run whose metrics.json exists is read, not retrained)
     python benchmarks/images.py --runs /tmp/images/runs --sizes 1000 5000 20000 0 \
         --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
+    # any other --a.b=value option goes to every run (give such runs their own --runs and --out)
+    python benchmarks/images.py --runs /tmp/images/rel --encoders hybrid --sizes 0 \
+        --model.encoder.positional=relative2d --out results/images_rel.jsonl
     # the plot from the jsonl (test accuracy vs train size, log x, error bars = std over seeds)
     python benchmarks/images.py --plot docs/images_data_efficiency.png --out results/images.jsonl
     # its markdown table (mean +- std over seeds, seeds in brackets)
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -41,12 +45,15 @@ from attnlab.bench import time_call  # noqa: E402
 ENCODERS = ["cnn", "patches", "hybrid", "pixels"]
 
 
-def train_command(run_dir: Path, encoder: str, size: int, seed: int, steps: int) -> list[str]:
+def train_command(
+    run_dir: Path, encoder: str, size: int, seed: int, steps: int, extra: Sequence[str] = ()
+) -> list[str]:
+    """The ``attnlab train fashion`` command of one point; ``extra`` options go last."""
     return [
         sys.executable, "-m", "attnlab", "train", "fashion", f"--out_dir={run_dir}",
         f"--model.encoder.kind={encoder}", f"--train.max_steps={steps}", "--train.epochs=1000",
         "--train.batch_size=128", "--train.lr=1e-3", f"--train.eval_every={max(steps // 2, 1)}",
-        f"--train.seed={seed}", f"--task_options.train_size={size}",
+        f"--train.seed={seed}", f"--task_options.train_size={size}", *extra,
     ]  # fmt: skip
 
 
@@ -58,7 +65,7 @@ def run_sweep(args: argparse.Namespace) -> None:
             for seed in args.seeds:
                 run_dir = Path(args.runs) / f"{encoder}-n{size}-s{seed}"
                 metrics = run_dir / "metrics.json"
-                cmd = train_command(run_dir, encoder, size, seed, args.steps)
+                cmd = train_command(run_dir, encoder, size, seed, args.steps, args.extra)
                 if not metrics.is_file():
                     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
                     subprocess.run([*cmd, "--overwrite"], check=True, env=env)
@@ -188,7 +195,9 @@ def main() -> None:
     p.add_argument("--speed-out", dest="speed_out", help="JSON file for --speed's rows")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--quick", action="store_true", help="short timings (a smoke test)")
-    args = p.parse_args()
+    args, args.extra = p.parse_known_args()
+    if args.extra and (args.speed or args.plot or args.table):
+        p.error(f"unrecognized arguments: {' '.join(args.extra)}")
     if args.speed:
         speed(args)
     elif args.plot:
