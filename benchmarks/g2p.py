@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -71,54 +72,66 @@ def _time_steps(task, model, opt, batches: list) -> float:
     return time.perf_counter() - start
 
 
+def _sample_batches(task, train: list, size: int, n: int, bucket: int) -> list[list[int]]:
+    """``n`` batches of ``size`` from the first ``n * size`` words of epoch 0's order: cut as
+    they come, or (``bucket`` > 0) length-bucketed in pools of ``bucket`` batches."""
+    order = epoch_order(len(train), seed=0, epoch=0)[: n * size]
+    if not bucket:
+        return make_batches(order, batch_size=size)
+    costs = {i: task.batch_size_of(train[i]) for i in order}
+    return bucket_batches(order, costs=costs, bucket=bucket, batch_size=size, seed=0)
+
+
 def seconds_per_step(options: list[str], steps: int = 6) -> float:
     """Time ``steps`` training steps (after one warm-up) of the run ``options`` describe."""
     task, model, cfg = _setup(options)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     train, tc = task.splits()["train"], cfg.train
-    order = epoch_order(len(train), seed=0, epoch=0)
-    if tc.bucket:
-        costs = [task.batch_size_of(ex) for ex in train]
-        batches = bucket_batches(order, costs=costs, bucket=tc.bucket, batch_size=tc.batch_size,
-                                 seed=0)  # fmt: skip
-    else:
-        batches = make_batches(order, batch_size=tc.batch_size)
-    collated = [task.collate([train[i] for i in b]) for b in batches[: steps + 1]]
+    batches = _sample_batches(task, train, tc.batch_size, steps + 1, tc.bucket)
+    collated = [task.collate([train[i] for i in b]) for b in batches]
     _time_steps(task, model, opt, collated[:1])
     return _time_steps(task, model, opt, collated[1:]) / steps
 
 
 def bucketing(options: list[str], bucket: int, *, steps: int = 10, rounds: int = 4) -> dict:
-    """Padding share and training words/s without and with ``train.bucket=bucket``."""
+    """Padding share, and training words/s and tokens/s, without and with
+    ``train.bucket=bucket``: both arms train on the same ``steps * rounds`` batches' words,
+    cut as they come or bucketed, timed in rounds of ``steps`` steps in the order ABBA."""
     task, model, cfg = _setup(options)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    train = task.splits()["train"]
+    train, size = task.splits()["train"], cfg.train.batch_size
+    row: dict = {"bucket": bucket, "batch_size": size, "model": asdict(cfg.model)}
+    # the padding of a whole epoch
+    order = epoch_order(len(train), seed=0, epoch=0)
     costs = [task.batch_size_of(ex) for ex in train]
-    order, size = epoch_order(len(train), seed=0, epoch=0), cfg.train.batch_size
-    arms = {
-        "plain": make_batches(order, batch_size=size),
-        "bucketed": bucket_batches(order, costs=costs, bucket=bucket, batch_size=size, seed=0),
-    }
-    row: dict = {"bucket": bucket, "batch_size": size, "model": vars(cfg.model)}
-    for name, batches in arms.items():
-        for side, length in (("letters", lambda ex: len(ex.word)),
-                             ("phones", lambda ex: len(ex.prons[0]) + 1)):  # fmt: skip
+    epoch = {"plain": make_batches(order, batch_size=size),
+             "bucketed": bucket_batches(order, costs=costs, bucket=bucket, batch_size=size,
+                                        seed=0)}  # fmt: skip
+    sides = {"letters": lambda ex: len(ex.word), "phones": lambda ex: len(ex.prons[0]) + 1}
+    for name, batches in epoch.items():
+        for side, length in sides.items():
             real = sum(length(train[i]) for b in batches for i in b)
             padded = sum(len(b) * max(length(train[i]) for i in b) for b in batches)
             row[f"{name}_padding_{side}"] = round(1 - real / padded, 4)
-    collated = {name: [task.collate([train[i] for i in b]) for b in batches[: steps * rounds]]
-                for name, batches in arms.items()}  # fmt: skip
-    _time_steps(task, model, opt, collated["plain"][:2])  # warm-up
+    # the speed, on the same words
+    n = steps * rounds
+    arms = {
+        name: [
+            task.collate([train[i] for i in b]) for b in _sample_batches(task, train, size, n, k)
+        ]
+        for name, k in (("plain", 0), ("bucketed", bucket))
+    }
+    _time_steps(task, model, opt, arms["plain"][:2])  # warm-up
     seconds = dict.fromkeys(arms, 0.0)
-    words = dict.fromkeys(arms, 0)
-    for r in range(rounds):  # alternate the arms, so that a change in load hits both
-        for name in arms:
-            chunk = collated[name][r * steps : (r + 1) * steps]
-            seconds[name] += _time_steps(task, model, opt, chunk)
-            words[name] += sum(len(b["lengths"]) for b in chunk)
+    for r in range(rounds):  # ABBA: a drift in the machine's load hits both arms alike
+        for name in ("plain", "bucketed") if r % 2 == 0 else ("bucketed", "plain"):
+            seconds[name] += _time_steps(task, model, opt, arms[name][r * steps : (r + 1) * steps])
+    words = n * size
+    tokens = sum(costs[i] for i in order[:words])
     for name in arms:
-        row[f"{name}_words_per_s"] = round(words[name] / seconds[name], 1)
-    row["speedup"] = round(row["bucketed_words_per_s"] / row["plain_words_per_s"], 3)
+        row[f"{name}_words_per_s"] = round(words / seconds[name], 1)
+        row[f"{name}_tokens_per_s"] = round(tokens / seconds[name], 1)
+    row["speedup"] = round(seconds["plain"] / seconds["bucketed"], 3)
     return row
 
 

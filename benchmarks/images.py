@@ -5,7 +5,8 @@ Usage:
     # a run whose metrics.json exists is read, not retrained)
     python benchmarks/images.py --runs /tmp/images/runs --sizes 1000 5000 20000 0 \
         --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
-    # any other --a.b=value option goes to every run (give such runs their own --runs and --out)
+    # any other --a.b=value option goes to every run (its directory is named after it; give
+    # such a sweep its own --out)
     python benchmarks/images.py --runs /tmp/images/rel --encoders hybrid --sizes 0 \
         --model.encoder.positional=relative2d --out results/images_rel.jsonl
     # the plot from the jsonl (test accuracy vs train size, log x, error bars = std over seeds)
@@ -57,13 +58,23 @@ def train_command(
     ]  # fmt: skip
 
 
+def _slug(extra: Sequence[str]) -> str:
+    """A run-directory suffix naming the extra options (so a variant never reuses a plain
+    run's directory): ``--model.encoder.positional=relative2d`` -> ``-positional=relative2d``."""
+    parts = []
+    for option in extra:
+        key, eq, value = option.lstrip("-").partition("=")
+        parts.append(f"-{key.rsplit('.', 1)[-1]}{eq}{value.replace('/', '_')}")
+    return "".join(parts)
+
+
 def run_sweep(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for size in args.sizes:
         for encoder in args.encoders:
             for seed in args.seeds:
-                run_dir = Path(args.runs) / f"{encoder}-n{size}-s{seed}"
+                run_dir = Path(args.runs) / f"{encoder}-n{size}-s{seed}{_slug(args.extra)}"
                 metrics = run_dir / "metrics.json"
                 cmd = train_command(run_dir, encoder, size, seed, args.steps, args.extra)
                 if not metrics.is_file():
@@ -195,7 +206,8 @@ def main() -> None:
     p.add_argument("--speed-out", dest="speed_out", help="JSON file for --speed's rows")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--quick", action="store_true", help="short timings (a smoke test)")
-    args, args.extra = p.parse_known_args()
+    args, extra = p.parse_known_args()
+    args.extra = extra
     if args.extra and (args.speed or args.plot or args.table):
         p.error(f"unrecognized arguments: {' '.join(args.extra)}")
     if args.speed:

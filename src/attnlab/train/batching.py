@@ -69,39 +69,40 @@ def bucket_batches(
 ) -> list[list[int]]:
     """Length-bucketed batches: examples of similar cost share a batch, so less is padding.
 
-    ``order`` is cut into pools of ``bucket`` batches' worth of examples (``bucket *
-    batch_size`` examples, or examples costing up to ``bucket * max_cost`` in all under token
-    batching); each pool is sorted by cost (stably) and cut by :func:`make_batches`; then the
-    batches of all pools are shuffled with a generator seeded ``seed``. Every example is still
-    seen once; with fixed-size batches the number of batches equals :func:`make_batches`'s.
-    A pool of ``bucket`` batches keeps the order random at the scale of the pool (what
-    fairseq and tensor2tensor call sorting within a window) while padding falls with its size.
+    ``order`` is read in pools of ``bucket`` batches' worth of examples (``bucket *
+    batch_size`` examples, or, under token batching, examples costing up to ``bucket *
+    max_cost`` in all); each pool is sorted by cost (stably) and cut by :func:`make_batches`.
+    Under token batching the last, partly filled batch of a pool is carried into the next pool
+    rather than kept, so pools do not add underfilled batches. Then all the batches are
+    shuffled with a generator seeded ``seed``. Every example is seen once; with fixed-size
+    batches there are as many batches as :func:`make_batches` makes. Sorting within a window
+    of ``bucket`` batches (as fairseq and tensor2tensor do) keeps the order random at the
+    scale of the window while the padding falls as the window grows.
     """
     if bucket < 1:
         raise ValueError(f"bucket must be >= 1 batches per pool, got {bucket}")
-    pools: list[list[int]] = []
-    if max_cost <= 0:
-        size = bucket * batch_size
-        pools = [list(order[i : i + size]) for i in range(0, len(order), size)]
-    else:
-        current: list[int] = []
-        total = 0
-        for idx in order:
-            if current and total + costs[idx] > bucket * max_cost:
-                pools.append(current)
-                current, total = [], 0
-            current.append(idx)
-            total += costs[idx]
-        if current:
-            pools.append(current)
-    batches = [
-        batch
-        for pool in pools
-        for batch in make_batches(
-            sorted(pool, key=costs.__getitem__), batch_size=batch_size, costs=costs,
-            max_cost=max_cost,
-        )
-    ]  # fmt: skip
+    window = bucket * (max_cost if max_cost > 0 else batch_size)
+
+    def size(i: int) -> int:  # what fills a window: cost under token batching, else 1
+        return costs[i] if max_cost > 0 else 1
+
+    def cut(pool: list[int]) -> list[list[int]]:
+        return make_batches(sorted(pool, key=costs.__getitem__), batch_size=batch_size,
+                            costs=costs, max_cost=max_cost)  # fmt: skip
+
+    batches: list[list[int]] = []
+    pool: list[int] = []
+    total = 0
+    for idx in order:
+        if pool and total + size(idx) > window:
+            pooled = cut(pool)
+            carry = pooled.pop() if max_cost > 0 and len(pooled) > 1 else []
+            batches += pooled
+            pool, total = carry, sum(map(size, carry))
+        pool.append(idx)
+        total += size(idx)
+    if pool:
+        batches += cut(pool)
     perm = torch.randperm(len(batches), generator=torch.Generator().manual_seed(seed))
     return [batches[i] for i in perm.tolist()]
 

@@ -58,7 +58,7 @@ class TrainConfig:
         batch_size: global examples per optimizer step.
         batch_tokens: if > 0, token-based batching (see above); ``batch_size`` is then unused.
         bucket: length bucketing: sort examples by cost within pools of this many batches
-            (0: off). With 50, batches of 128 CMUdict words are about 15% padding, not 49%.
+            (0: off).
         eval_batch_size: examples per evaluation batch (None: ``batch_size``).
         grad_accum: micro-batches per rank per optimizer step.
         lr: peak learning rate of AdamW.
