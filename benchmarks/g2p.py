@@ -150,6 +150,15 @@ def beam_metrics(run: Path, beam: int) -> dict:
         return task.evaluate(model, batches)
 
 
+def emit(row: dict, out: Path | None) -> None:
+    """Print ``row`` as one JSON line, and append it to ``out`` if given."""
+    print(json.dumps(row))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def record(run: Path, out: Path | None, *, beam: int, extra: dict) -> dict:
     metrics = json.loads((run / "metrics.json").read_text())
     config = json.loads((run / "config.json").read_text())
@@ -158,11 +167,7 @@ def record(run: Path, out: Path | None, *, beam: int, extra: dict) -> dict:
            "machine": machine(), "load_avg": os.getloadavg(), **extra}  # fmt: skip
     if beam > 1:
         row[f"test_beam{beam}"] = beam_metrics(run, beam)
-    print(json.dumps(row))
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+    emit(row, out)
     return row
 
 
@@ -182,11 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         options = [*PRESETS[args.preset], *extra]
         row = {**bucketing(options, args.bucketing), "machine": machine(),
                "load_avg": os.getloadavg()}  # fmt: skip
-        print(json.dumps(row))
-        if out:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with out.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+        emit(row, out)
         return 0
     if args.collect:
         record(Path(args.collect), out, beam=args.beam, extra={"collected": True})
