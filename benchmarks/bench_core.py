@@ -1,6 +1,6 @@
 """Speed and memory of the attention core, measured side by side in one run.
 
-Usage: python benchmarks/bench_core.py [--quick] [--out results/bench_core.json]
+Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out results/bench_core.json]
 
 1. eval, no grad, fp32, dim 512, 8 heads: attnlab (auto) vs nn.MultiheadAttention, same weights
 2. training step (fwd + bwd) at n = 1024, also against Hugging Face's BertSelfAttention
@@ -9,6 +9,8 @@ Usage: python benchmarks/bench_core.py [--quick] [--out results/bench_core.json]
 5. chunked additive attention vs the reference path: equality and peak extra memory
 6. bf16 autocast vs fp32 for the whole layer
 7. the local(256) loop as users write it (a new mask per call) vs a reused mask vs a dense mask
+8. short sequences in bf16: PyTorch's CPU flash kernel in bf16 vs the sdpa backend's float32
+   path (``CPU_LOWP_FLOAT32_UP_TO``), forward + backward, at a fixed number of tokens
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -266,14 +269,44 @@ def bf16_speed(lengths):
     return rows
 
 
+def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
+    """Forward + backward of bf16 ``q, k, v`` ``(b, 1, n, d)`` with ``b * n * d = tokens``:
+    ``F.scaled_dot_product_attention`` in bf16 vs :class:`SDPABackend` (float32 up to
+    ``CPU_LOWP_FLOAT32_UP_TO`` positions, bf16 above), interleaved."""
+    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_UP_TO
+
+    rows = []
+    for d in dims:
+        for n in lengths:
+            q, k, v = (torch.randn(max(1, tokens // (n * d)), 1, n, d, dtype=torch.bfloat16,
+                                   requires_grad=True) for _ in range(3))  # fmt: skip
+            problem = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm())
+
+            def kernel():
+                F.scaled_dot_product_attention(q, k, v).float().sum().backward()
+
+            def backend():
+                SDPABackend()(problem)[0].float().sum().backward()
+
+            t = time_interleaved({"bf16": kernel, "backend": backend}, rounds=4, min_time=0.3)
+            float32 = n <= CPU_LOWP_FLOAT32_UP_TO
+            rows.append(dict(d=d, n=n, batch=q.shape[0], backend_float32=float32,
+                             bf16_ms=t["bf16"] * 1e3, backend_ms=t["backend"] * 1e3,
+                             speedup=t["bf16"] / t["backend"]))  # fmt: skip
+            print(f"  d={d} n={n}: bf16 kernel {t['bf16'] * 1e3:.1f} ms, backend "
+                  f"({'float32' if float32 else 'bf16'}) {t['backend'] * 1e3:.1f} ms, "
+                  f"x{t['bf16'] / t['backend']:.2f}", flush=True)  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--out", default="results/bench_core.json")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="eval train dense local additive bf16 loop")  # fmt: skip
+                    help="eval train dense local additive bf16 loop lowp")  # fmt: skip
     args = ap.parse_args()
-    only = set(args.only or ["eval", "train", "dense", "local", "additive", "bf16", "loop"])
+    only = set(args.only or ["eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp"])
     print(f"machine: {machine()}", flush=True)
     res: dict = {"machine": machine()}
     q = args.quick
@@ -299,6 +332,9 @@ def main() -> None:
     if "loop" in only:
         print("7. local(256) loop: a new mask per call vs reused vs dense", flush=True)
         res["loop"] = bench_local_loop(n=4096 if q else 16384)
+    if "lowp" in only:
+        print("8. short sequences in bf16: flash kernel vs the sdpa backend", flush=True)
+        res["lowp"] = lowp_sdpa([64, 512] if q else [16, 64, 128, 256, 512, 1024, 2048])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))

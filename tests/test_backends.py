@@ -281,6 +281,40 @@ def test_bf16_autocast(backend, score, normalize):
         assert torch.isfinite(g).all()
 
 
+@pytest.mark.parametrize("autocast", [False, True], ids=["bf16-inputs", "autocast"])
+@pytest.mark.parametrize("masked", [False, True], ids=["nomask", "mask"])
+def test_sdpa_short_bf16_runs_in_float32(autocast, masked):
+    # CPU's bf16 flash kernel is slow on short sequences, so sdpa computes them in float32:
+    # exactly the float32 kernel on the bf16 inputs, rounded once, even under autocast (which
+    # would otherwise cast the float32 call back down).
+    mask = masks.padding([20, 13]) if masked else None
+    p = make_problem("scaled_dot", "softmax", mask, False, i=20, dtype=torch.bfloat16)
+    up = Problem(p.q.float(), p.k.float(), p.v.float(), p.score, p.normalize, mask=mask)
+    dense = up.dense_mask()
+    want = torch.nn.functional.scaled_dot_product_attention(up.q, up.k, up.v, attn_mask=dense)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        out, _ = SDPABackend()(p)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, want.bfloat16())
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, (p.q, p.k, p.v), g)
+    want_g = torch.autograd.grad(reference(up), (up.q, up.k, up.v), g.float())
+    for a, c in zip(got, want_g):
+        assert a.dtype == torch.bfloat16
+        torch.testing.assert_close(a.float(), c, atol=2e-2, rtol=2e-2)
+
+
+def test_sdpa_long_bf16_stays_in_bf16():
+    # Past the threshold the bf16 kernel is as fast as float32 and half the memory: kept.
+    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_UP_TO
+
+    n = CPU_LOWP_FLOAT32_UP_TO + 1
+    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=n, dtype=torch.bfloat16)
+    out, _ = SDPABackend()(p)
+    want = torch.nn.functional.scaled_dot_product_attention(p.q, p.k, p.v)
+    assert torch.equal(out, want)
+
+
 @pytest.mark.parametrize("score", SCORES.names())
 @pytest.mark.parametrize("normalize", NORMALIZATIONS.names())
 @pytest.mark.parametrize("backend", BACKENDS.names())

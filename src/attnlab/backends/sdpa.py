@@ -6,6 +6,9 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -21,6 +24,22 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
     if mask is None:
         return out
     return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+# On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 for short
+# sequences: forward + backward 1.5-13x slower at 16-128 positions, about even from 256 to
+# 2,048 (``python benchmarks/bench_core.py --only lowp``; BENCHMARKS.md). Up to this many query
+# or key positions, such inputs are computed in float32 and the output cast back.
+CPU_LOWP_FLOAT32_UP_TO = 256
+
+
+def _float32_on_cpu(p: Problem) -> bool:
+    """Whether ``p`` would run the CPU kernel in reduced precision (its inputs', or autocast's,
+    dtype) on a short sequence."""
+    if p.q.device.type != "cpu" or max(p.shape[2:]) > CPU_LOWP_FLOAT32_UP_TO:
+        return False
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else p.q.dtype
+    return dtype in (torch.bfloat16, torch.float16)
 
 
 @BACKENDS.register("sdpa")
@@ -42,6 +61,14 @@ class SDPABackend(Backend):
         return reason
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        if _float32_on_cpu(p):
+            up = replace(p, q=p.q.float(), k=p.k.float(), v=p.v.float())
+            with torch.autocast("cpu", enabled=False):  # autocast would cast back down
+                out, _ = self._compute(up)
+            return out.to(p.q.dtype), None
+        return self._compute(p)
+
+    def _compute(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         _, _, i, j = p.shape
         scale = p.score.fused_scale(p.q.shape[-1])
         if isinstance(p.mask, Causal) and p.bias is None and p.q_offset == 0 and i == j:
