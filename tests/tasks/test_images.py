@@ -123,6 +123,18 @@ def test_hybrid_defaults_replace_the_cnns_last_stage_at_its_size() -> None:
     assert enc.body.grid == (7, 7)
 
 
+def test_hybrid_stem_tail_is_the_cnns_third_stage_begun() -> None:
+    """``stem_tail=1`` at width 128: the tokens come from exactly the CNN's layers up to the
+    first convolution of its third stage (no 1x1 map), still on the 7x7 grid."""
+    cfg = HybridConfig(stem_tail=1, dim=128, depth=1)
+    enc = build_image_model(ImageModelConfig(encoder=cfg), size=(28, 28), num_classes=10).encoder
+    cnn = build_image_model(ImageModelConfig(encoder=CNNConfig()), size=(28, 28), num_classes=10)
+    assert str(enc.embed) == str(cnn.encoder.features[: len(enc.embed)])
+    assert enc.body.grid == (7, 7)
+    with pytest.raises(ValueError, match="stem_tail=-1"):
+        merge(ImageModelConfig(), {"encoder": {"kind": "hybrid", "stem_tail": -1}})
+
+
 @pytest.mark.parametrize("field", ["stem", "stem_depth"])
 def test_hybrid_rejects_an_empty_stem(field: str) -> None:
     with pytest.raises(ValueError, match=f"{field}=0"):

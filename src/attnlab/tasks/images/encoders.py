@@ -163,12 +163,17 @@ class HybridConfig(_AttentionSettings):
         stem_depth: 3x3 convolutions (batch norm, ReLU) per stage.
         downsample: total stride of the stem, a power of 2: ``log2(downsample)`` stages, each
             ending in 2x2 max pooling (4: 28x28 -> 7x7 tokens; 1: one stage, no pooling).
+        stem_tail: 3x3 convolutions (batch norm, ReLU) of width ``dim`` at the token grid's
+            resolution, after the last pooling, making the tokens (0: a 1x1 convolution, a
+            linear map of each feature vector). With 1, the stem is the CNN's first two stages
+            and the first convolution of its third; attention replaces the rest.
     """
 
     kind: str = "hybrid"
     stem: int = 32
     stem_depth: int = 2
     downsample: int = 4
+    stem_tail: int = 0
     dim: int = 96
     depth: int = 3
     pooling: Literal["cls", "mean"] = "mean"
@@ -179,6 +184,8 @@ class HybridConfig(_AttentionSettings):
             raise ValueError(
                 f"model.encoder.stem={self.stem}, stem_depth={self.stem_depth}: expected both > 0"
             )
+        if self.stem_tail < 0:
+            raise ValueError(f"model.encoder.stem_tail={self.stem_tail}: expected >= 0")
 
 
 @_kind("cnn")
@@ -320,7 +327,11 @@ def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Mo
             )
         widths = [cfg.stem * 2**i for i in range(max(steps, 1))]
         stem = _stages(1, widths, cfg.stem_depth, pools=steps)
-        embed = nn.Sequential(*stem, nn.Conv2d(widths[-1], cfg.dim, 1))  # a token per position
+        if cfg.stem_tail:
+            stem += _stages(widths[-1], [cfg.dim], cfg.stem_tail, pools=0)
+        else:
+            stem.append(nn.Conv2d(widths[-1], cfg.dim, 1))  # a linear map per position
+        embed = nn.Sequential(*stem)  # a token per position
         grid = (height // cfg.downsample, width // cfg.downsample)
     else:
         raise ValueError(f"unknown image encoder config {type(cfg).__name__}")
