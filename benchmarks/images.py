@@ -167,23 +167,26 @@ def speed(args: argparse.Namespace) -> None:
         model = task.build_model(cfg)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-        def step(model=model, opt=opt) -> None:
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+        def step(model=model, opt=opt, bf16=False) -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = torch.nn.functional.cross_entropy(model(x).float(), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
 
-        def infer(model=model) -> None:
-            with torch.no_grad():
+        def infer(model=model, bf16=False) -> None:
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 model(x)
 
-        model.train()
-        t_train = time_call(step, min_time=0.5 if args.quick else 5)
-        model.eval()
-        t_eval = time_call(infer, min_time=0.5 if args.quick else 5)
         row = {"encoder": encoder, "batch": b, "parameters": sum(p.numel() for p in model.parameters()),
-               "train_img_per_s": round(b / t_train, 1), "infer_img_per_s": round(b / t_eval, 1),
                "threads": torch.get_num_threads()}  # fmt: skip
+        for suffix, bf16 in [("", False)] + [("_bf16", True)] * args.bf16:
+            model.train()
+            t_train = time_call(lambda: step(bf16=bf16), min_time=0.5 if args.quick else 5)
+            model.eval()
+            t_eval = time_call(lambda: infer(bf16=bf16), min_time=0.5 if args.quick else 5)
+            row[f"train_img_per_s{suffix}"] = round(b / t_train, 1)
+            row[f"infer_img_per_s{suffix}"] = round(b / t_eval, 1)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.speed_out:
@@ -205,6 +208,7 @@ def main() -> None:
     p.add_argument("--speed", action="store_true", help="measure images/s instead")
     p.add_argument("--speed-out", dest="speed_out", help="JSON file for --speed's rows")
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--bf16", action="store_true", help="--speed: also under bf16 autocast")
     p.add_argument("--quick", action="store_true", help="short timings (a smoke test)")
     args, extra = p.parse_known_args()
     args.extra = extra
