@@ -10,7 +10,7 @@ Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out result
 6. bf16 autocast vs fp32 for the whole layer
 7. the local(256) loop as users write it (a new mask per call) vs a reused mask vs a dense mask
 8. short sequences in bf16: PyTorch's CPU flash kernel in bf16 vs the sdpa backend's float32
-   path (``CPU_LOWP_FLOAT32_UP_TO``), forward + backward, at a fixed number of tokens
+   path (``CPU_LOWP_FLOAT32_MAX_WORK``), forward + backward, at a fixed number of tokens
 """
 
 from __future__ import annotations
@@ -271,9 +271,9 @@ def bf16_speed(lengths):
 
 def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
     """Forward + backward of bf16 ``q, k, v`` ``(b, 1, n, d)`` with ``b * n * d = tokens``:
-    ``F.scaled_dot_product_attention`` in bf16 vs :class:`SDPABackend` (float32 up to
-    ``CPU_LOWP_FLOAT32_UP_TO`` positions, bf16 above), interleaved."""
-    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_UP_TO
+    ``F.scaled_dot_product_attention`` in bf16 vs :class:`SDPABackend` (float32 where
+    ``n * d <= CPU_LOWP_FLOAT32_MAX_WORK``, bf16 past it), interleaved."""
+    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_MAX_WORK
 
     rows = []
     for d in dims:
@@ -289,7 +289,7 @@ def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
                 SDPABackend()(problem)[0].float().sum().backward()
 
             t = time_interleaved({"bf16": kernel, "backend": backend}, rounds=4, min_time=0.3)
-            float32 = n <= CPU_LOWP_FLOAT32_UP_TO
+            float32 = n * d <= CPU_LOWP_FLOAT32_MAX_WORK
             rows.append(dict(d=d, n=n, batch=q.shape[0], backend_float32=float32,
                              bf16_ms=t["bf16"] * 1e3, backend_ms=t["backend"] * 1e3,
                              speedup=t["bf16"] / t["backend"]))  # fmt: skip

@@ -306,10 +306,10 @@ def test_sdpa_short_bf16_runs_in_float32(autocast, masked):
 
 def test_sdpa_long_bf16_stays_in_bf16():
     # Past the threshold the bf16 kernel is as fast as float32 and half the memory: kept.
-    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_UP_TO
+    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_MAX_WORK
 
-    n = CPU_LOWP_FLOAT32_UP_TO + 1
-    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=n, dtype=torch.bfloat16)
+    n = CPU_LOWP_FLOAT32_MAX_WORK // 8 + 1
+    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=n, d=8, dtype=torch.bfloat16)
     out, _ = SDPABackend()(p)
     want = torch.nn.functional.scaled_dot_product_attention(p.q, p.k, p.v)
     assert torch.equal(out, want)

@@ -26,17 +26,18 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
     return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
 
 
-# On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 for short
-# sequences: forward + backward 1.5-13x slower at 16-128 positions, about even from 256 to
-# 2,048 (``python benchmarks/bench_core.py --only lowp``; BENCHMARKS.md). Up to this many query
-# or key positions, such inputs are computed in float32 and the output cast back.
-CPU_LOWP_FLOAT32_UP_TO = 256
+# On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 on short
+# sequences: forward + backward 1.3-17x slower wherever positions x head dim <= 8,192 (16 to
+# 256 positions at d = 32, up to 64 at d = 128), and about even past that
+# (``python benchmarks/bench_core.py --only lowp``; BENCHMARKS.md). There, such inputs are
+# computed by the float32 kernel and the output cast back.
+CPU_LOWP_FLOAT32_MAX_WORK = 8192  # max(query, key positions) * head dim
 
 
 def _float32_on_cpu(p: Problem) -> bool:
     """Whether ``p`` would run the CPU kernel in reduced precision (its inputs', or autocast's,
     dtype) on a short sequence."""
-    if p.q.device.type != "cpu" or max(p.shape[2:]) > CPU_LOWP_FLOAT32_UP_TO:
+    if p.q.device.type != "cpu" or max(p.shape[2:]) * p.q.shape[-1] > CPU_LOWP_FLOAT32_MAX_WORK:
         return False
     dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else p.q.dtype
     return dtype in (torch.bfloat16, torch.float16)
