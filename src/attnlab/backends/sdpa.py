@@ -27,7 +27,7 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
 
 
 # On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 on short
-# sequences: forward + backward 1.3-17x slower wherever positions x head dim <= 8,192 (16 to
+# sequences: forward + backward 1.6-9x slower wherever positions x head dim <= 8,192 (16 to
 # 256 positions at d = 32, up to 64 at d = 128), and about even past that
 # (``python benchmarks/bench_core.py --only lowp``; BENCHMARKS.md). There, such inputs are
 # computed by the float32 kernel and the output cast back.
