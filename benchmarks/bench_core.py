@@ -273,7 +273,7 @@ def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
     """Forward + backward of bf16 ``q, k, v`` ``(b, 1, n, d)`` with ``b * n * d = tokens``:
     ``F.scaled_dot_product_attention`` in bf16 vs :class:`SDPABackend` (float32 where
     ``n * d <= CPU_LOWP_FLOAT32_MAX_WORK``, bf16 past it), interleaved."""
-    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_MAX_WORK
+    from attnlab.backends.sdpa import _float32_on_cpu
 
     rows = []
     for d in dims:
@@ -289,7 +289,7 @@ def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
                 SDPABackend()(problem)[0].float().sum().backward()
 
             t = time_interleaved({"bf16": kernel, "backend": backend}, rounds=4, min_time=0.3)
-            float32 = n * d <= CPU_LOWP_FLOAT32_MAX_WORK
+            float32 = _float32_on_cpu(problem)  # the backend's own rule, not a copy
             rows.append(dict(d=d, n=n, batch=q.shape[0], backend_float32=float32,
                              bf16_ms=t["bf16"] * 1e3, backend_ms=t["backend"] * 1e3,
                              speedup=t["bf16"] / t["backend"]))  # fmt: skip
