@@ -11,6 +11,8 @@ Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out result
 7. the local(256) loop as users write it (a new mask per call) vs a reused mask vs a dense mask
 8. short sequences in bf16: PyTorch's CPU flash kernel in bf16 vs the sdpa backend's float32
    path (``CPU_LOWP_FLOAT32_MAX_WORK``), forward + backward, at a fixed number of tokens
+9. the banded local kernel in bf16 (its query-block tiles through the flash kernel): bf16 tiles
+   vs float32 tiles (the same rule), forward + backward under autocast, n = 4096
 """
 
 from __future__ import annotations
@@ -299,14 +301,58 @@ def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
     return rows
 
 
+def lowp_banded(windows, dims=(32, 64), n=4096, heads=4):
+    """Forward + backward of the banded local kernel (``gathered_attention`` over each query
+    block's band, as ``kernel="local"`` runs it) on fp32 ``q, k, v`` ``(1, heads, n, d)`` under
+    bf16 autocast: the tiles in bf16 (the float32 rule switched off) vs the kernel as it is
+    (float32 tiles where ``max(block, keys) * d <= CPU_LOWP_FLOAT32_MAX_WORK``), interleaved."""
+    from attnlab.efficient import _sparse
+    from attnlab.efficient.local import default_block, sliding_band
+
+    rule = _sparse.lowp_runs_float32_on_cpu
+    rows = []
+    for d in dims:
+        for w in windows:
+            block = default_block(w)
+            band = sliding_band("banded", block=block, window=w, causal=False, q_len=n,
+                                kv_len=n, q_offset=0)  # fmt: skip
+            q, k, v = (torch.randn(1, heads, n, d, requires_grad=True) for _ in range(3))
+
+            def step():
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = _sparse.gathered_attention(q, k, v, band, block=block, mask=None)
+                out.float().sum().backward()
+
+            def bf16_tiles():
+                _sparse.lowp_runs_float32_on_cpu = lambda q, positions: False
+                try:
+                    step()
+                finally:
+                    _sparse.lowp_runs_float32_on_cpu = rule
+
+            t = time_interleaved({"bf16": bf16_tiles, "kernel": step}, rounds=4, min_time=0.3)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                float32 = rule(q, max(block, band.shape[1]))
+            rows.append(dict(d=d, window=w, block=block, keys=band.shape[1], kernel_float32=float32,
+                             bf16_ms=t["bf16"] * 1e3, kernel_ms=t["kernel"] * 1e3,
+                             speedup=t["bf16"] / t["kernel"]))  # fmt: skip
+            print(f"  d={d} window={w} ({band.shape[1]} keys a block): bf16 tiles "
+                  f"{t['bf16'] * 1e3:.1f} ms, kernel ({'float32' if float32 else 'bf16'}) "
+                  f"{t['kernel'] * 1e3:.1f} ms, x{t['bf16'] / t['kernel']:.2f}", flush=True)  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--out", default="results/bench_core.json")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="eval train dense local additive bf16 loop lowp")  # fmt: skip
+                    help="eval train dense local additive bf16 loop lowp banded")  # fmt: skip
     args = ap.parse_args()
-    only = set(args.only or ["eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp"])
+    only = set(
+        args.only
+        or ["eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp", "banded"]
+    )
     print(f"machine: {machine()}", flush=True)
     res: dict = {"machine": machine()}
     q = args.quick
@@ -335,6 +381,9 @@ def main() -> None:
     if "lowp" in only:
         print("8. short sequences in bf16: flash kernel vs the sdpa backend", flush=True)
         res["lowp"] = lowp_sdpa([64, 512] if q else [16, 64, 128, 256, 512, 1024, 2048])
+    if "banded" in only:
+        print("9. the banded local kernel in bf16: bf16 tiles vs float32 tiles", flush=True)
+        res["banded"] = lowp_banded([16, 64] if q else [8, 16, 32, 64, 128])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))

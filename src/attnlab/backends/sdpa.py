@@ -16,7 +16,7 @@ from ..functional import Normalization, Score
 from ..masks import Causal
 from .base import BACKENDS, Backend, Problem
 
-__all__ = ["SDPABackend"]
+__all__ = ["SDPABackend", "lowp_runs_float32_on_cpu"]
 
 
 def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
@@ -34,13 +34,20 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
 CPU_LOWP_FLOAT32_MAX_WORK = 8192  # max(query, key positions) * head dim
 
 
-def _float32_on_cpu(p: Problem) -> bool:
-    """Whether ``p`` would run the CPU kernel in reduced precision (its inputs', or autocast's,
-    dtype) on a short sequence."""
-    if p.q.device.type != "cpu" or max(p.shape[2:]) * p.q.shape[-1] > CPU_LOWP_FLOAT32_MAX_WORK:
+def lowp_runs_float32_on_cpu(q: Tensor, positions: int) -> bool:
+    """Whether an attention of ``q`` (``(..., d)``) over at most ``positions`` query or key
+    positions would run PyTorch's CPU kernel in reduced precision (``q``'s, or autocast's,
+    dtype) inside the bound where the float32 kernel is faster; callers then compute it in
+    float32 and cast the output back."""
+    if q.device.type != "cpu" or positions * q.shape[-1] > CPU_LOWP_FLOAT32_MAX_WORK:
         return False
-    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else p.q.dtype
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
     return dtype in (torch.bfloat16, torch.float16)
+
+
+def _float32_on_cpu(p: Problem) -> bool:
+    """:func:`lowp_runs_float32_on_cpu` for a problem ``p``."""
+    return lowp_runs_float32_on_cpu(p.q, max(p.shape[2:]))
 
 
 @BACKENDS.register("sdpa")

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..backends.sdpa import lowp_runs_float32_on_cpu
 from ..masks import Mask
 from ..numerics import masked_softmax
 
@@ -100,10 +101,20 @@ def gathered_attention(
     # materialising scores and softmax here).
     mb = allowed.shape[0]
     attn_mask = allowed.expand(mb, h, r, block, kk).reshape(mb, h * r, block, kk)
-    out = F.scaled_dot_product_attention(
-        qb.reshape(b, h * r, block, d), kg.reshape(b, h * r, kk, d),
-        vg.reshape(b, h * r, kk, e), attn_mask=attn_mask,
-    ).view(b, h, r, block, e)  # fmt: skip
+    tiles = (
+        qb.reshape(b, h * r, block, d),
+        kg.reshape(b, h * r, kk, d),
+        vg.reshape(b, h * r, kk, e),
+    )
+    if lowp_runs_float32_on_cpu(q, max(block, kk)):
+        # Small tiles in bf16 / fp16 run faster through the float32 kernel (as the sdpa
+        # backend does for short sequences).
+        with torch.autocast("cpu", enabled=False):
+            out = F.scaled_dot_product_attention(*(t.float() for t in tiles), attn_mask=attn_mask)
+        out = out.to(q.dtype)
+    else:
+        out = F.scaled_dot_product_attention(*tiles, attn_mask=attn_mask)
+    out = out.view(b, h, r, block, e)
     out = out * allowed.any(-1, keepdim=True)  # no allowed key: zeros, whatever the kernel did
     return out.reshape(b, h, r * block, e)[:, :, :i]
 
