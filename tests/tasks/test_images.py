@@ -109,18 +109,19 @@ def test_every_encoder_shapes_and_gradients(kind: str) -> None:
         assert all(w.shape[-2:] == (n, n) for w in out.weights)
 
 
-def test_hybrid_defaults_replace_the_cnns_last_stage_at_its_size() -> None:
-    """The default hybrid is the CNN's first two stages, then attention on a 7x7 grid, with a
-    parameter count within 5% of the CNN's (the comparison the data-efficiency runs make)."""
+def test_hybrid_defaults_are_the_cnn_then_attention() -> None:
+    """The default hybrid is the CNN's convolutions (third stage at width 112), then attention
+    on their 7x7 grid, within 15% of the CNN's parameter count."""
     models = {kind: build_image_model(ImageModelConfig(encoder=cfg()), size=(28, 28),
                                       num_classes=10)
               for kind, cfg in (("cnn", CNNConfig), ("hybrid", HybridConfig))}  # fmt: skip
     size = {kind: sum(p.numel() for p in m.parameters()) for kind, m in models.items()}
-    assert abs(size["hybrid"] / size["cnn"] - 1) < 0.05, size
-    enc, cnn = models["hybrid"].encoder, models["cnn"].encoder
-    stem = [m for m in enc.embed if not isinstance(m, torch.nn.Conv2d)]  # less the 1x1 map
-    assert str(torch.nn.Sequential(*stem)) == str(cnn.features[: len(stem)])
-    assert enc.body.grid == (7, 7)
+    assert 1 < size["hybrid"] / size["cnn"] < 1.15, size
+    enc = models["hybrid"].encoder
+    cnn = build_image_model(ImageModelConfig(encoder=CNNConfig(channels=(32, 64, 112))),
+                            size=(28, 28), num_classes=10).encoder  # fmt: skip
+    assert str(enc.embed) == str(cnn.features)
+    assert enc.body.grid == (7, 7) and len(enc.body.encoder.blocks) == 1
 
 
 def test_hybrid_stem_tail_is_the_cnns_third_stage_begun() -> None:
