@@ -136,6 +136,10 @@ def speed(args) -> dict:
     up (compiles), the second is timed; median tokens/s per variant."""
     from torch._dynamo.utils import counters
 
+    # The compiled variants share the model's forward (one code object): Dynamo's per-frame
+    # recompile limit (8) counts all of their graphs (fp32 and bf16, every padded shape), and
+    # past it that frame silently runs eagerly. Room for all of them:
+    torch._dynamo.config.recompile_limit = 64
     sentences, batch_size = (300, 16) if args.quick else (4000, 64)
     size = QUICK if args.quick else []
     task, models, opts = None, {}, {}
