@@ -201,3 +201,16 @@ def test_eval_of_several_runs_is_their_ensemble(run_dir, capsys, tmp_path):
     assert main(["eval", str(run_dir), str(tmp_path / "other.pt")]) == 2
     err = capsys.readouterr().err
     assert "other.pt" in err and "encode inputs differently" in err
+
+
+@needs_data
+def test_average_writes_a_checkpoint_that_eval_reads(run_dir, capsys, tmp_path):
+    out = tmp_path / "avg.pt"
+    assert main(["average", str(run_dir / "best.pt"), str(run_dir / "last.pt"), "--out",
+                 str(out)]) == 0  # fmt: skip
+    assert capsys.readouterr().out.startswith(f"{out}: the mean of 2 checkpoints (steps ")
+    assert main(["eval", str(out)]) == 0
+    assert "accuracy" in json.loads(capsys.readouterr().out.split(": ", 1)[1])
+    # a name a run directory gives its own checkpoints is refused: resume would read it
+    assert main(["average", str(run_dir), str(out), "--out", str(tmp_path / "last.pt")]) == 2
+    assert "--out" in capsys.readouterr().err and not (tmp_path / "last.pt").exists()

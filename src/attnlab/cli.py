@@ -131,6 +131,12 @@ def _eval(args: argparse.Namespace) -> int:
     return eval_command(args.checkpoint, data=args.data, split=args.split, device=args.device)
 
 
+def _average(args: argparse.Namespace) -> int:
+    from .commands import average_command
+
+    return average_command(args.checkpoint, out=args.out)
+
+
 def _predict(args: argparse.Namespace, rest: list[str]) -> int:
     from .commands import predict_command
 
@@ -220,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
                    help="where to evaluate (default: the run's train.device)")  # fmt: skip
     e.set_defaults(func=_eval)
+
+    av = add(sub, "average", help="average the weights of several checkpoints of one run "
+             "(e.g. its last epochs) into one, to eval or predict with")  # fmt: skip
+    av.add_argument("checkpoint", nargs="+", help="two or more .pt files or run directories")
+    av.add_argument("--out", required=True, help="the averaged checkpoint (.pt) to write")
+    av.set_defaults(func=_average)
 
     pr = add(sub, "predict", help="tag or classify texts ('-' reads stdin)")
     pr.add_argument("checkpoint")

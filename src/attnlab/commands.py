@@ -23,7 +23,15 @@ import torch
 from tqdm import tqdm
 
 from attnlab.tasks import Task
-from attnlab.train import RunConfig, Trainer, load_ensemble, load_for_inference, resolve_config
+from attnlab.train import (
+    RunConfig,
+    Trainer,
+    average_checkpoints,
+    load_ensemble,
+    load_for_inference,
+    resolve_config,
+    save_checkpoint,
+)
 from attnlab.train.distributed import resolve_device
 
 __all__ = [
@@ -188,6 +196,23 @@ def task_flags(
     task.add_arguments(parser, command)
     options = vars(parser.parse_intermixed_args(list(rest)))
     return [*texts, *options.pop("inputs")], options
+
+
+def average_command(checkpoints: Sequence[str], *, out: str) -> int:
+    """``attnlab average CKPT CKPT ... --out FILE``: write the checkpoint whose weights are the
+    mean of the given snapshots' (:func:`~attnlab.train.average_checkpoints`), for ``eval``,
+    ``predict`` and ``show``; prints the file and the steps averaged."""
+    target = Path(out)
+    if target.name in ("last.pt", "best.pt"):
+        raise ValueError(
+            f"--out: {out} would pass for a run's own checkpoint (resume reads last.pt, test "
+            "and eval read best.pt); name it otherwise, e.g. avg.pt"
+        )
+    averaged = average_checkpoints(checkpoints)
+    save_checkpoint(target, averaged)
+    steps = ", ".join(str(m["step"]) for m in averaged["averaged"])
+    print(f"{target}: the mean of {len(checkpoints)} checkpoints (steps {steps})")
+    return 0
 
 
 def predict_command(

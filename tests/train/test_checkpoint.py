@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.train import RunError, load_checkpoint, load_for_inference, save_checkpoint
+from attnlab.train import (
+    RunError,
+    average_checkpoints,
+    load_checkpoint,
+    load_for_inference,
+    save_checkpoint,
+)
 from attnlab.train.checkpoint import find_checkpoint
 
 from .helpers import Crash, CrashingToy, assert_same_tensors, run, strip_timing
@@ -127,3 +133,67 @@ def test_load_for_inference(tmp_path):
     task2, model2, _ = load_for_inference(tmp_path / "best.pt")
     batch = task2.collate([{"tokens": list("abz"), "target": ["V", "C", "C"]}])  # z: unknown
     assert model2(batch["ids"], batch["lengths"]).shape == (1, 3, 2)
+
+
+def test_average_of_checkpoints_is_the_mean_of_their_weights(tmp_path):
+    run(tmp_path / "e1", "--train.epochs=1")
+    run(tmp_path / "e2", "--train.epochs=2")
+    a = load_checkpoint(tmp_path / "e1" / "last.pt")["model"]
+    b = load_checkpoint(tmp_path / "e2" / "last.pt")["model"]
+    # a snapshot averaged with itself is itself, to the bit
+    same = average_checkpoints([tmp_path / "e1", tmp_path / "e1" / "best.pt"])
+    assert_same_tensors(same["model"], a)
+    # a listed twice weighs twice: (2a + b) / 3, in each tensor's own dtype
+    mean = average_checkpoints([tmp_path / "e1" / "last.pt", tmp_path / "e2" / "last.pt",
+                                tmp_path / "e1" / "last.pt"])["model"]  # fmt: skip
+    for key in a:
+        expected = (2 * a[key].double() + b[key].double()) / 3
+        assert mean[key].dtype == a[key].dtype
+        torch.testing.assert_close(mean[key].double(), expected, rtol=1e-7, atol=0)
+    assert not torch.equal(a["hidden.weight"], b["hidden.weight"])  # the test averages something
+
+
+def test_an_averaged_checkpoint_loads_for_inference_and_records_its_members(tmp_path):
+    result = run(tmp_path / "run", "--train.epochs=2", mode="tag")
+    save_checkpoint(tmp_path / "avg.pt", average_checkpoints([tmp_path / "run"] * 2))
+    ckpt = load_checkpoint(tmp_path / "avg.pt")
+    assert [m["step"] for m in ckpt["averaged"]] == [result.best_step] * 2
+    assert "optimizer" not in ckpt  # for evaluation, not for resuming
+    task, model, _ = load_for_inference(tmp_path / "avg.pt", setup=True)
+    test = task.splits()["test"]
+    with torch.no_grad():
+        metrics = task.evaluate(model, [task.collate(test[i : i + 16]) for i in range(0, 32, 16)])
+    assert metrics == pytest.approx(result.test)
+
+
+def test_averaging_refuses_checkpoints_of_different_models(tmp_path):
+    run(tmp_path / "a", "--train.epochs=1")
+    run(tmp_path / "wide", "--train.epochs=1", "--model.dim=24")
+    with pytest.raises(ValueError, match="at least two, got 1"):
+        average_checkpoints([tmp_path / "a"])
+    with pytest.raises(ValueError, match=r"differ in model config \(model.dim\)"):
+        average_checkpoints([tmp_path / "a", tmp_path / "wide"])
+    ckpt = load_checkpoint(tmp_path / "a" / "best.pt")
+    ckpt["config"]["task"] = "pos"
+    save_checkpoint(tmp_path / "other_task.pt", ckpt)
+    with pytest.raises(ValueError, match=r"other_task.pt and .* differ in task \('toy' vs 'pos'\)"):
+        average_checkpoints([tmp_path / "a", tmp_path / "other_task.pt"])
+    ckpt = load_checkpoint(tmp_path / "a" / "best.pt")
+    ckpt["model"]["counter"] = torch.tensor(3)
+    save_checkpoint(tmp_path / "count3.pt", ckpt)
+    ckpt["model"]["counter"] = torch.tensor(4)
+    save_checkpoint(tmp_path / "count4.pt", ckpt)
+    with pytest.raises(ValueError, match="integer tensor 'counter'"):
+        average_checkpoints([tmp_path / "count3.pt", tmp_path / "count4.pt"])
+
+
+def test_keep_epochs_keeps_the_last_epochs_weights_to_average(tmp_path):
+    run(tmp_path, "--train.epochs=3", "--train.keep_epochs=2")
+    assert sorted(p.name for p in tmp_path.glob("epoch-*.pt")) == ["epoch-002.pt", "epoch-003.pt"]
+    last, third = load_checkpoint(tmp_path / "last.pt"), load_checkpoint(tmp_path / "epoch-003.pt")
+    assert_same_tensors(third["model"], last["model"])
+    assert third["state"]["step"] == 18 and "optimizer" not in third
+    mean = average_checkpoints(sorted(tmp_path.glob("epoch-*.pt")))
+    assert [m["step"] for m in mean["averaged"]] == [12, 18]
+    run(tmp_path / "none", "--train.epochs=2")  # the default keeps none
+    assert not list((tmp_path / "none").glob("epoch-*.pt"))

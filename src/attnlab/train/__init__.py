@@ -5,6 +5,7 @@ or under ``torchrun``, and resumes bit-exactly from ``last.pt``.
 """
 
 from .checkpoint import (
+    average_checkpoints,
     find_checkpoint,
     load_checkpoint,
     load_ensemble,
@@ -45,6 +46,7 @@ __all__ = [
     "find_checkpoint",
     "load_for_inference",
     "load_ensemble",
+    "average_checkpoints",
     "DistEnv",
     "init_distributed",
 ]

@@ -82,6 +82,9 @@ class TrainConfig:
         eval_every: evaluate on dev every this many steps (0: at the end of each epoch).
         checkpoint_every: also write ``last.pt`` every this many steps (0: only at evaluations
             and epoch ends).
+        keep_epochs: also keep the weights of each of the last this many epoch ends as
+            ``epoch-EEE.pt`` (no optimizer state), to average with ``attnlab average``
+            (0: none).
         seed: seeds model init, data order (epoch ``e`` shuffles with ``seed + e``), dropout.
         num_workers: DataLoader worker processes for collation.
         log_every: log (and refresh the progress bar's postfix) every this many steps.
@@ -117,6 +120,7 @@ class TrainConfig:
     patience: int = 0
     eval_every: int = 0
     checkpoint_every: int = 0
+    keep_epochs: int = 0
     seed: int = 0
     num_workers: int = 0
     log_every: int = 50
@@ -127,7 +131,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         nonneg = ("max_steps", "batch_tokens", "bucket", "warmup_steps", "patience", "eval_every",
-                  "checkpoint_every", "num_workers", "log_every", "max_bad_steps")  # fmt: skip
+                  "checkpoint_every", "keep_epochs", "num_workers", "log_every", "max_bad_steps")  # fmt: skip
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ValueError(f"train.{name} must be >= 0, got {getattr(self, name)}")

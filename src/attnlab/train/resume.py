@@ -26,7 +26,13 @@ if TYPE_CHECKING:
 
     from .config import RunConfig
 
-__all__ = ["save_training_checkpoint", "find_resume_checkpoint", "restore_training", "restore_rng"]
+__all__ = [
+    "save_training_checkpoint",
+    "save_epoch_snapshot",
+    "find_resume_checkpoint",
+    "restore_training",
+    "restore_rng",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +78,27 @@ def save_training_checkpoint(
             "world_size": env.world_size,
         },
     )
+
+
+def save_epoch_snapshot(
+    out_dir: Path, *, model: nn.Module, state: TrainState, cfg: RunConfig, task: Task, keep: int
+) -> Path:
+    """Write ``out_dir/epoch-EEE.pt`` (``EEE``: the epochs completed, ``state.epoch``) and
+    delete the epoch snapshots older than the last ``keep``; return the file written.
+
+    A snapshot holds the weights, progress, config and task state, but no optimizer state (a
+    third of ``last.pt``'s size): it is for evaluation and for averaging the last epochs
+    (:func:`~attnlab.train.checkpoint.average_checkpoints`, ``attnlab average``), not for
+    resuming. Called on the main rank only.
+    """
+    path = out_dir / f"epoch-{state.epoch:03d}.pt"
+    save_checkpoint(path, {"model": model.state_dict(), "state": state.to_dict(),
+                           "config": cfg.to_dict(), "task": task.state_dict()})  # fmt: skip
+    for old in out_dir.glob("epoch-*.pt"):
+        number = old.stem.removeprefix("epoch-")
+        if number.isdigit() and int(number) <= state.epoch - keep:
+            old.unlink()
+    return path
 
 
 def find_resume_checkpoint(

@@ -68,7 +68,13 @@ from .interrupt import StopOnSignal
 from .metrics_log import write_metrics_csv, write_metrics_json
 from .optim import build_optimizer
 from .result import TrainResult
-from .resume import find_resume_checkpoint, restore_rng, restore_training, save_training_checkpoint
+from .resume import (
+    find_resume_checkpoint,
+    restore_rng,
+    restore_training,
+    save_epoch_snapshot,
+    save_training_checkpoint,
+)
 from .rng import seed_everything
 from .rundir import RunDirectory, open_run_dir
 from .schedule import build_scheduler
@@ -263,6 +269,9 @@ class Trainer:
                     if not tc.eval_every:
                         self._evaluate_and_track()
                     self._save(LAST)
+                    if tc.keep_epochs and self.env.is_main:
+                        save_epoch_snapshot(self.out_dir, model=self.model, state=s, cfg=self.cfg,
+                                            task=self.task, keep=tc.keep_epochs)  # fmt: skip
                     continue
                 break
         if s.last_eval_step != s.step:  # stopped by max_steps between evaluations
