@@ -5,7 +5,9 @@ its test metrics (greedy decoding of the best dev checkpoint), and optionally th
 checkpoint decoded with beam search (``--beam 5``), are appended to ``--out`` with the config,
 the steps, the wall time and the machine's load. ``--minutes M`` sizes ``train.max_steps`` so
 that training takes about ``M`` minutes: it first times a few training steps on this machine,
-now (a busy machine gets fewer steps). ``--collect RUN_DIR`` only records an existing run.
+now (a busy machine gets fewer steps). ``--collect RUN_DIR`` only records an existing run;
+with ``--average K ...`` also the mean weights of its last K epoch snapshots
+(``train.keep_epochs``), K chosen on dev.
 ``--bucketing K`` trains nothing: it measures what ``train.bucket=K`` (length bucketing) saves,
 the share of padding in the batches of an epoch and the training words/s of the preset's model
 on plain and on bucketed batches, timed in alternating rounds in one process.
@@ -14,6 +16,7 @@ on plain and on bucketed batches, timed in alternating rounds in one process.
         --out results/g2p.jsonl --beam 5
     OMP_NUM_THREADS=1 python benchmarks/g2p.py --preset lstm --minutes 25 --out results/g2p.jsonl
     python benchmarks/g2p.py --collect runs/g2p-transformer --beam 5 --out results/g2p.jsonl
+    python benchmarks/g2p.py --collect runs/g2p-wide --average 5 10 --beam 5 --out results/g2p.jsonl
     OMP_NUM_THREADS=1 python benchmarks/g2p.py --bucketing 50 --model.dim=192 --model.ff_hidden=512
 """
 
@@ -135,19 +138,42 @@ def bucketing(options: list[str], bucket: int, *, steps: int = 10, rounds: int =
     return row
 
 
-def beam_metrics(run: Path, beam: int) -> dict:
-    """Test metrics of ``run``'s best checkpoint decoded with beam ``beam``."""
+def split_metrics(checkpoint: Path, split: str, beam: int) -> dict:
+    """``split`` metrics of ``checkpoint`` (a .pt file or a run's ``best.pt``), decoded with
+    beam ``beam`` (1: greedy), in float32."""
     from dataclasses import replace
 
     from attnlab.train.checkpoint import load_for_inference
 
-    task, model, cfg = load_for_inference(run / "best.pt")
+    task, model, cfg = load_for_inference(checkpoint)
     task.setup(replace(cfg.task_options, eval_beam=beam))
-    test = task.splits()["test"]
+    examples = task.splits()[split]
     model.eval()
     with torch.no_grad():
-        batches = (task.collate(test[i : i + 512]) for i in range(0, len(test), 512))
+        batches = (task.collate(examples[i : i + 512]) for i in range(0, len(examples), 512))
         return task.evaluate(model, batches)
+
+
+def averaged(run: Path, lasts: list[int], beam: int) -> dict:
+    """Checkpoint averaging of ``run``'s epoch snapshots (``train.keep_epochs``): dev PER/WER
+    of its last epoch and of the mean of its last K for each K in ``lasts``; the K with the
+    lowest dev PER is then decoded on test (greedy, and with ``beam``). K is chosen on dev."""
+    from attnlab.train import average_checkpoints, save_checkpoint
+
+    snapshots = sorted(run.glob("epoch-*.pt"))
+    if len(snapshots) < max(lasts):
+        raise SystemExit(f"{run}: {len(snapshots)} epoch snapshots, --average needs {max(lasts)}")
+    dev = {1: split_metrics(snapshots[-1], "dev", 1)}
+    for k in lasts:
+        save_checkpoint(run / f"avg{k}.pt", average_checkpoints(snapshots[-k:]))
+        dev[k] = split_metrics(run / f"avg{k}.pt", "dev", 1)
+    best = min(dev, key=lambda k: dev[k]["per"])
+    chosen = snapshots[-1] if best == 1 else run / f"avg{best}.pt"
+    row = {"average_dev": {str(k): m for k, m in dev.items()}, "average_chosen": best,
+           "average_test": split_metrics(chosen, "test", 1)}  # fmt: skip
+    if beam > 1:
+        row[f"average_test_beam{beam}"] = split_metrics(chosen, "test", beam)
+    return row
 
 
 def emit(row: dict, out: Path | None) -> None:
@@ -159,14 +185,18 @@ def emit(row: dict, out: Path | None) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def record(run: Path, out: Path | None, *, beam: int, extra: dict) -> dict:
+def record(
+    run: Path, out: Path | None, *, beam: int, extra: dict, average: list[int] | None = None
+) -> dict:
     metrics = json.loads((run / "metrics.json").read_text())
     config = json.loads((run / "config.json").read_text())
     row = {"run": str(run), "model": config["model"], "train": config["train"],
            "task_options": config["task_options"], "test": metrics.get("test"),
            "machine": machine(), "load_avg": os.getloadavg(), **extra}  # fmt: skip
     if beam > 1:
-        row[f"test_beam{beam}"] = beam_metrics(run, beam)
+        row[f"test_beam{beam}"] = split_metrics(run / "best.pt", "test", beam)
+    if average:
+        row.update(averaged(run, average, beam))
     emit(row, out)
     return row
 
@@ -179,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=1, help="also test with this beam width")
     p.add_argument("--run_dir", default=None, help="default runs/g2p-PRESET")
     p.add_argument("--collect", help="only record this existing run")
+    p.add_argument("--average", type=int, nargs="+", metavar="K",
+                   help="also average the run's last K epoch snapshots (train.keep_epochs), "
+                   "pick K on dev, test it")  # fmt: skip
     p.add_argument("--out", help="append the JSON line here")
     p.add_argument("--bucketing", type=int, metavar="K", help="measure train.bucket=K instead")
     args, extra = p.parse_known_args(argv)
@@ -190,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         emit(row, out)
         return 0
     if args.collect:
-        record(Path(args.collect), out, beam=args.beam, extra={"collected": True})
+        record(Path(args.collect), out, beam=args.beam, extra={"collected": True},
+               average=args.average)  # fmt: skip
         return 0
     run = Path(args.run_dir or f"runs/g2p-{args.preset}")
     options = [*PRESETS[args.preset], f"--train.epochs={args.epochs}", *extra]
