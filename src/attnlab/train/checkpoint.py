@@ -290,9 +290,9 @@ def _average_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str:
     wa, wb = a["model"], b["model"]
     if wa.keys() != wb.keys():
         return "weight names (" + ", ".join(sorted(set(wa) ^ set(wb))[:3]) + ")"
-    shapes = [k for k in wa if wa[k].shape != wb[k].shape]
-    if shapes:
-        return f"the shape of {shapes[0]!r} ({tuple(wa[shapes[0]].shape)} vs {tuple(wb[shapes[0]].shape)})"
+    for key in wa:
+        if wa[key].shape != wb[key].shape:
+            return f"the shape of {key!r} ({tuple(wa[key].shape)} vs {tuple(wb[key].shape)})"
     return ""
 
 
