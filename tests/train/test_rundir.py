@@ -171,6 +171,18 @@ def test_overwrite_via_config_and_an_interrupted_overwrite_never_mixes_runs(tmp_
     assert '"epochs": 1' in (tmp_path / "config.json").read_text()
 
 
+def test_overwrite_removes_the_old_runs_epoch_snapshots(tmp_path):
+    # Left behind, the old run's epochs 2 and 3 would be averaged with the new run's epoch 1.
+    run(tmp_path, "--train.epochs=3", "--train.keep_epochs=3")
+    run(tmp_path, "--train.epochs=1", "--train.keep_epochs=1", "--train.overwrite=true")
+    assert sorted(p.name for p in tmp_path.glob("epoch-*.pt")) == ["epoch-001.pt"]
+    only = tmp_path / "snapshots-only"
+    only.mkdir()
+    (only / "epoch-003.pt").write_bytes((tmp_path / "epoch-001.pt").read_bytes())
+    with pytest.raises(RunError, match=r"already holds a run \(epoch-003.pt\)"):
+        run(only, "--train.epochs=1")
+
+
 # ---- item 10: temporary files of killed writes are cleaned on start and on resume ------------
 STALE = [".last.pt.k3j2h1g0.tmp", ".best.pt.abcdefgh.tmp", ".metrics.csv.x1.tmp"]
 KEEP = [".other.pt.abcdefgh.tmp", "notes.txt", ".last.pt.backup"]

@@ -19,6 +19,7 @@ from .checkpoint import config_changes, load_checkpoint, save_checkpoint
 from .distributed import DistEnv, all_gather_object
 from .errors import RunError
 from .rng import get_rng_state, set_rng_state
+from .rundir import EPOCH_SNAPSHOTS
 from .state import TrainState
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def save_epoch_snapshot(
     path = out_dir / f"epoch-{state.epoch:03d}.pt"
     save_checkpoint(path, {"model": model.state_dict(), "state": state.to_dict(),
                            "config": cfg.to_dict(), "task": task.state_dict()})  # fmt: skip
-    for old in out_dir.glob("epoch-*.pt"):
+    for old in out_dir.glob(EPOCH_SNAPSHOTS):
         number = old.stem.removeprefix("epoch-")
         if number.isdigit() and int(number) <= state.epoch - keep:
             old.unlink()

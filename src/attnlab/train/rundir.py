@@ -51,12 +51,23 @@ try:  # POSIX; elsewhere runs are not locked
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["RUN_FILES", "LOCK_NAME", "RunLock", "RunDirectory", "check_out_dir", "open_run_dir"]
+__all__ = [
+    "RUN_FILES",
+    "EPOCH_SNAPSHOTS",
+    "LOCK_NAME",
+    "RunLock",
+    "RunDirectory",
+    "check_out_dir",
+    "open_run_dir",
+]
 
 logger = logging.getLogger(__name__)
 
 #: the files a run writes, in the order an overwrite removes them (what predict serves first)
 RUN_FILES = ("best.pt", "last.pt", "metrics.json", "metrics.csv", "config.json")
+#: the glob of the epoch snapshots ``train.keep_epochs`` keeps (``epoch-005.pt``); an overwrite
+#: removes them first, so that no old run's epoch is averaged with the new run's
+EPOCH_SNAPSHOTS = "epoch-*.pt"
 LOCK_NAME = ".lock"
 _PROBE = ".attnlab-probe"
 
@@ -236,6 +247,7 @@ def _open(path: Path, *, resume: bool, overwrite: bool) -> RunDirectory:
                 path, len(removed), sum(removed.values()) / 1e6,
                 ", ".join(p.name for p in removed),
             )  # fmt: skip
+        snapshots = sorted(p.name for p in path.glob(EPOCH_SNAPSHOTS))
         existing = [name for name in RUN_FILES if (path / name).exists()]
         if resume:
             if not (path / "last.pt").is_file():
@@ -244,14 +256,15 @@ def _open(path: Path, *, resume: bool, overwrite: bool) -> RunDirectory:
                     f"resume: no {path / 'last.pt'} to continue ({holds}); check --out_dir, or "
                     "start a new run without --resume"
                 )
-        elif existing:
+        elif existing or snapshots:
+            existing = [*snapshots, *existing]
             if not overwrite:
                 raise RunError(
                     f"{path} already holds a run ({', '.join(sorted(existing))}); pass "
                     "--overwrite (train.overwrite=true) to replace it, --resume to continue it, "
                     "or choose another --out_dir"
                 )
-            for name in existing:  # RUN_FILES order: best.pt first, config.json last
+            for name in existing:  # snapshots, then RUN_FILES order (config.json last)
                 (path / name).unlink()
             logger.warning(
                 "%s: overwrite: removed the previous run (%s)", path, ", ".join(existing)
