@@ -57,7 +57,8 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 def remove_stale_temp_files(directory: str | Path, names: Iterable[str]) -> dict[Path, int]:
     """Remove the temporary files that killed :func:`atomic_write` calls left for ``names`` in
-    ``directory``; return what was removed, with each file's size in bytes.
+    ``directory`` (a name may be a glob: ``epoch-*.pt``); return what was removed, with each
+    file's size in bytes.
 
     Only call it when no other process can be writing those names there (e.g. holding the
     directory's lock): a live writer's temporary file matches the same pattern.

@@ -240,7 +240,7 @@ def _open(path: Path, *, resume: bool, overwrite: bool) -> RunDirectory:
                 "%s: took over the lock left by a process that is gone (%s)",
                 path, _describe(stale),
             )  # fmt: skip
-        removed = remove_stale_temp_files(path, (*RUN_FILES, _PROBE))
+        removed = remove_stale_temp_files(path, (*RUN_FILES, EPOCH_SNAPSHOTS, _PROBE))
         if removed:
             logger.warning(
                 "%s: removed %d temporary file(s) left by interrupted writes (%.1f MB): %s",
