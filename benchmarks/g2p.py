@@ -159,8 +159,9 @@ def averaged(run: Path, lasts: list[int], beam: int) -> dict:
     of its last epoch and of the mean of its last K for each K in ``lasts``; the K with the
     lowest dev PER is then decoded on test (greedy, and with ``beam``). K is chosen on dev."""
     from attnlab.train import average_checkpoints, save_checkpoint
+    from attnlab.train.rundir import EPOCH_SNAPSHOTS
 
-    snapshots = sorted(run.glob("epoch-*.pt"))
+    snapshots = sorted(run.glob(EPOCH_SNAPSHOTS))
     if len(snapshots) < max(lasts):
         raise SystemExit(f"{run}: {len(snapshots)} epoch snapshots, --average needs {max(lasts)}")
     dev = {1: split_metrics(snapshots[-1], "dev", 1)}
