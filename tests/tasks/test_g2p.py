@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.cli import main
 from attnlab.data.readers.cmudict import Lexicon, read_cmudict
@@ -141,3 +142,56 @@ def test_a_500_letter_word_stops_at_the_maximum_length(g2p_run, capsys):
 def test_predict_refuses_a_bad_beam(g2p_run, capsys):
     assert main(["predict", str(g2p_run), "cats", "--beam", "0"]) == 2
     assert "--beam must be a positive integer" in capsys.readouterr().err
+
+
+def _tiny_task_and_model(**model):
+    from attnlab.models.seq2seq import Seq2SeqConfig
+
+    task = G2PTask()
+    task.setup({"dict_file": str(TINY_DICT)})
+    tiny = {"dim": 32, "heads": 2, "encoder_depth": 1, "decoder_depth": 1, "dropout": 0.0}
+    cfg = Seq2SeqConfig(**{**tiny, **model})
+    return task, task.build_model(cfg)
+
+
+def test_model_init_copies_every_weight_of_a_g2p_run(g2p_run):
+    from attnlab.train.checkpoint import load_checkpoint
+    from attnlab.train.init import init_from_checkpoint
+
+    task, model = _tiny_task_and_model()
+    report = init_from_checkpoint(task, model, g2p_run, log=False)
+    source = load_checkpoint(g2p_run / "best.pt", map_location="cpu")["model"]
+    assert not report.fresh and not report.unused
+    state = model.state_dict()
+    assert state.keys() == source.keys()
+    assert all(torch.equal(state[k], source[k]) for k in state)
+
+
+def test_model_init_starts_a_new_run_with_a_fresh_schedule(g2p_run, tmp_path):
+    out = tmp_path / "stage2"
+    argv = ["train", "g2p", *TINY_G2P, f"--model.init={g2p_run}", "--train.epochs=1",
+            f"--out_dir={out}"]  # fmt: skip
+    assert main(argv) == 0
+    first = (g2p_run / "metrics.csv").read_text().splitlines()
+    second = (out / "metrics.csv").read_text().splitlines()
+    loss = first[0].split(",").index("train_loss")
+    # one epoch from the trained weights starts where the first run ended, far below its start
+    assert float(second[1].split(",")[loss]) < float(first[1].split(",")[loss])
+    assert len(second) == 2  # its own one-epoch schedule, not the source's
+
+
+def test_model_init_refuses_another_model_or_vocabulary(g2p_run):
+    from attnlab.train.init import init_from_checkpoint
+
+    task, model = _tiny_task_and_model(dim=16, heads=2)
+    with pytest.raises(ValueError, match=r"model.init=.*src_embed.weight.*shape"):
+        init_from_checkpoint(task, model, g2p_run, log=False)
+    task, model = _tiny_task_and_model(decoder_depth=2)
+    with pytest.raises(ValueError, match=r"lacks \d+ weight.*decoder.blocks.1"):
+        init_from_checkpoint(task, model, g2p_run, log=False)
+    task, model = _tiny_task_and_model()
+    task.phones = task.phones[:-1]
+    with pytest.raises(ValueError, match="the checkpoint's phones differ"):
+        init_from_checkpoint(task, model, g2p_run, log=False)
+    with pytest.raises(ValueError, match="no phones"):
+        task.load_pretrained(model, model.state_dict(), {"vocab": {}})

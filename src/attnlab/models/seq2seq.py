@@ -69,6 +69,9 @@ class Seq2SeqConfig:
         positional: the Transformer's positional encoding, ``"sinusoidal"`` or ``"rotary"``
             (any name of :data:`attnlab.positional.POSITIONAL` that extrapolates).
         tie_embeddings: share the target embedding with the output projection.
+        init: a ``g2p`` checkpoint or run directory whose weights the new run starts from, with
+            a fresh optimizer and schedule (a second training stage); the model settings must
+            be the checkpoint's. Empty: random init.
     """
 
     kind: str = "transformer"
@@ -80,6 +83,7 @@ class Seq2SeqConfig:
     dropout: float = 0.1
     positional: str = "sinusoidal"
     tie_embeddings: bool = True
+    init: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in SEQ2SEQ_KINDS:

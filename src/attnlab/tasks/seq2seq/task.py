@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from attnlab.data.readers.cmudict import read_cmudict
 from attnlab.models.decoding import Hypothesis, beam_search, greedy_decode, max_output_lengths
 from attnlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from attnlab.models.transfer import TransferReport, transfer_weights
 
 from ..base import AttentionMap, Task, options_as
 from .data import (
@@ -223,6 +224,41 @@ class G2PTask(Task):
         if beam == 1:
             return [[h] for h in greedy_decode(model, memory, bos=BOS, eos=EOS, max_lengths=limits)]
         return beam_search(model, memory, bos=BOS, eos=EOS, max_lengths=limits, beam=beam)
+
+    def load_pretrained(
+        self, model: nn.Module, weights: Mapping[str, Tensor], state: Mapping[str, Any]
+    ) -> TransferReport:
+        """Start from a ``g2p`` checkpoint's weights (``--model.init``): a second training stage
+        with a fresh optimizer and schedule (a warm restart), or a fine-tune of a finished run.
+        Every weight is copied by name, none left fresh or unused; the letters, phones and stress
+        must be the checkpoint's.
+
+        Raises:
+            ValueError: the checkpoint is not a ``g2p`` one, its letters, phones or stress
+                differ from this task's, or a weight is missing or has another shape.
+        """
+        if "phones" not in state:
+            raise ValueError(
+                f"the checkpoint's task state has no phones (keys {sorted(state)}): start g2p "
+                "from a g2p checkpoint"
+            )
+        theirs = {"letters": list(state["letters"]), "phones": list(state["phones"]),
+                  "stress": bool(state.get("stress", False))}  # fmt: skip
+        ours = {"letters": self.letters, "phones": self.phones, "stress": self.stress}
+        for key, value in ours.items():
+            if theirs[key] != value:
+                raise ValueError(
+                    f"the checkpoint's {key} differ from this task's ({theirs[key]} vs {value}): "
+                    "train with its task options (stress, split_seed, max_train_words)"
+                )
+        report = transfer_weights(model, weights, skip=())
+        for names, what in ((report.fresh, "lacks"), (report.unused, "has extra")):
+            if names:
+                raise ValueError(
+                    f"the checkpoint {what} {len(names)} weight(s) of this model (e.g. "
+                    f"{names[0]}): build it with the checkpoint's --model settings"
+                )
+        return report
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
