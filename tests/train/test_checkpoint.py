@@ -12,7 +12,7 @@ from attnlab.train import (
     load_for_inference,
     save_checkpoint,
 )
-from attnlab.train.checkpoint import find_checkpoint
+from attnlab.train.checkpoint import config_changes, find_checkpoint
 
 from .helpers import Crash, CrashingToy, assert_same_tensors, run, strip_timing
 
@@ -197,3 +197,13 @@ def test_keep_epochs_keeps_the_last_epochs_weights_to_average(tmp_path):
     assert [m["step"] for m in mean["averaged"]] == [12, 18]
     run(tmp_path / "none", "--train.epochs=2")  # the default keeps none
     assert not list((tmp_path / "none").glob("epoch-*.pt"))
+
+
+def test_config_changes_name_what_alters_training_and_skip_what_does_not():
+    old = {"out_dir": "a", "model": {"dim": 8},
+           "train": {"lr": 1e-3, "log_every": 10, "checkpoint_every": 0, "keep_epochs": 0}}  # fmt: skip
+    bookkeeping = {"out_dir": "b", "model": {"dim": 8},
+                   "train": {"lr": 1e-3, "log_every": 0, "checkpoint_every": 50, "keep_epochs": 5}}  # fmt: skip
+    assert config_changes(old, bookkeeping) == []
+    changed = {**bookkeeping, "model": {"dim": 16}, "train": {**bookkeeping["train"], "lr": 2e-3}}
+    assert config_changes(old, changed) == ["model.dim", "train.lr"]

@@ -310,14 +310,20 @@ def _readable_sibling(path: Path) -> str:
     return f"; {other} is readable ({what}, step {step}): pass {other} to use it"
 
 
+#: settings that do not change the trained weights: where the run lives, how often it logs and
+#: saves, how many epoch snapshots it keeps
+BOOKKEEPING = frozenset({"out_dir", "train.resume", "train.overwrite", "train.log_every",
+                         "train.checkpoint_every", "train.keep_epochs"})  # fmt: skip
+
+
 def config_changes(
     old: Any,
     new: Any,
     *,
-    ignore: frozenset[str] = frozenset({"out_dir", "train.resume", "train.overwrite"}),
+    ignore: frozenset[str] = BOOKKEEPING,
 ) -> list[str]:
     """Dotted names whose values differ between two config dicts (e.g. a checkpoint's and the
-    current run's), ignoring settings that do not affect training."""
+    current run's), ignoring ``ignore`` (by default :data:`BOOKKEEPING`)."""
     return _diff(old, new, ignore, "")
 
 
