@@ -252,11 +252,12 @@ class G2PTask(Task):
                     "train with its task options (stress, split_seed, max_train_words)"
                 )
         report = transfer_weights(model, weights, skip=())
-        for names, what in ((report.fresh, "lacks"), (report.unused, "has extra")):
+        for names, who, other in ((report.fresh, "this model", "the checkpoint"),
+                                  (report.unused, "the checkpoint", "this model")):  # fmt: skip
             if names:
                 raise ValueError(
-                    f"the checkpoint {what} {len(names)} weight(s) of this model (e.g. "
-                    f"{names[0]}): build it with the checkpoint's --model settings"
+                    f"{who} has {len(names)} weight(s) that {other} lacks (e.g. {names[0]}): "
+                    "build the model with the checkpoint's --model settings"
                 )
         return report
 
