@@ -13,6 +13,7 @@ Resolution order (:func:`resolve_config`): task defaults, then a JSON/TOML file,
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,8 +143,12 @@ class TrainConfig:
             raise ValueError(
                 f"train.eval_batch_size must be >= 1 or None, got {self.eval_batch_size}"
             )
-        if self.lr < 0 or self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError("train.lr, train.weight_decay and train.grad_clip must be >= 0")
+        for name in ("lr", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):  # nan fails every comparison
+                raise ValueError(f"train.{name} must be a finite number >= 0, got {value}")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"train.betas must both be in [0, 1), got {self.betas}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise ValueError(f"train.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.warmup_steps and self.warmup_fraction:

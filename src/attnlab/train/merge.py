@@ -31,6 +31,7 @@ import dataclasses
 import difflib
 import functools
 import json
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -198,11 +199,16 @@ def convert(value: Any, tp: Any, where: str = "value", *, text: bool = False) ->
                     return int(number)
         raise fail()
     if tp is float:
+        number = None
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if text and (number := _float_or_none(value)) is not None:
-            return number
-        raise fail()
+            number = float(value)
+        elif text:
+            number = _float_or_none(value)
+        if number is None:
+            raise fail()
+        if not math.isfinite(number):  # no setting of the lab means anything at nan or inf
+            raise fail(" (expected a finite number)")
+        return number
     if tp is str:
         if isinstance(value, str):
             return str(value)
