@@ -14,13 +14,25 @@ live writer of those names can be hit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_write_text", "temp_file_pattern", "remove_stale_temp_files"]
+from attnlab.sizes import format_bytes
+
+from .errors import RunError
+
+__all__ = [
+    "DiskFullError",
+    "atomic_write",
+    "atomic_write_text",
+    "temp_file_pattern",
+    "remove_stale_temp_files",
+]
 
 TEMP_SUFFIX = ".tmp"
 
@@ -30,8 +42,26 @@ def temp_file_pattern(name: str) -> str:
     return f".{name}.*{TEMP_SUFFIX}"
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Call ``write(f)`` on a temporary binary file, then atomically rename it to ``path``."""
+class DiskFullError(RunError):
+    """The file system filled up (or a quota was reached) while a file was written; the
+    previous file of that name, if any, is intact. The message names the directory, the bytes
+    needed and the bytes free."""
+
+
+def atomic_write(
+    path: str | Path, write: Callable[[BinaryIO], object], *, size_hint: int | None = None
+) -> Path:
+    """Call ``write(f)`` on a temporary binary file, then atomically rename it to ``path``.
+
+    Args:
+        path: the file to (re)place.
+        write: writes the whole content to the binary file it is given.
+        size_hint: at least how many bytes ``write`` writes, for the message of a full disk.
+
+    Raises:
+        DiskFullError: no space left (``ENOSPC``, or ``EDQUOT``), whatever the writer raised
+            about it (``torch.save`` raises a ``RuntimeError`` over the ``OSError``).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
@@ -42,12 +72,38 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600 files
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        written = os.path.getsize(tmp) if os.path.exists(tmp) else 0
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if _disk_full(err):
+            raise DiskFullError(_disk_full_message(path, max(written, size_hint or 0))) from None
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def _disk_full(err: BaseException | None) -> bool:
+    """Whether ``err`` or an exception it arose from (its context or cause) is ENOSPC/EDQUOT."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _disk_full_message(path: Path, needed: int) -> str:
+    free = shutil.disk_usage(path.parent).free
+    kept = (f"the previous {path.name} is intact" if path.exists()
+            else f"no {path.name} was written")  # fmt: skip
+    return (
+        f"{path.parent}: no space left on device writing {path.name}: it needs at least "
+        f"{format_bytes(needed)}, {format_bytes(free)} free; {kept}. Free some space (or "
+        "choose another directory) and run again (a run that saved a last.pt continues with "
+        "--resume)"
+    )
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

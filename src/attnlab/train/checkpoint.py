@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from attnlab.provenance import code_identity, provenance
+
 from .atomic import atomic_write
 from .errors import RunError
 
@@ -57,6 +59,7 @@ __all__ = [
     "load_checkpoint",
     "find_checkpoint",
     "load_for_inference",
+    "load_weights",
     "load_ensemble",
     "average_checkpoints",
     "config_changes",
@@ -69,9 +72,25 @@ BEST = "best.pt"
 
 def save_checkpoint(path: str | Path, checkpoint: dict[str, Any]) -> Path:
     """Atomically ``torch.save`` ``checkpoint`` to ``path`` (temporary file in the same
-    directory, fsync, ``os.replace``): a crash mid-write leaves the previous file intact."""
-    payload = {"version": CHECKPOINT_VERSION, **checkpoint}
-    return atomic_write(path, lambda f: torch.save(payload, f))
+    directory, fsync, ``os.replace``): a crash mid-write, or a full disk, leaves the previous
+    file intact.
+
+    Raises:
+        DiskFullError: no space left; the message names the directory and the bytes needed.
+    """
+    payload = {"version": CHECKPOINT_VERSION, "written_by": provenance(), **checkpoint}
+    return atomic_write(path, lambda f: torch.save(payload, f), size_hint=_tensor_bytes(payload))
+
+
+def _tensor_bytes(obj: Any) -> int:
+    """The bytes of every tensor in a nested dict/list: about what ``torch.save`` writes."""
+    if isinstance(obj, torch.Tensor):
+        return obj.nelement() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 class CheckpointError(RunError):
@@ -174,8 +193,87 @@ def load_for_inference(
     if setup:
         task.setup(cfg.task_options)
     model = task.build_model(cfg.model)
-    model.load_state_dict(ckpt["model"])
+    load_weights(model, ckpt, chosen)
     return task, model.to(device).eval(), cfg
+
+
+def load_weights(model: nn.Module, ckpt: dict[str, Any], path: str | Path) -> None:
+    """``model.load_state_dict(ckpt["model"])``, after checking that the weights fit.
+
+    A checkpoint's weights stop fitting the model its own config builds when the code that
+    builds it changed (a layer renamed, a default width changed) between the attnlab that
+    wrote the checkpoint and the one reading it.
+
+    Raises:
+        CheckpointError: a weight the model lacks, a weight the checkpoint lacks, or a shape
+            that differs; the message names the first, both shapes, and which side is older
+            (from the checkpoint's ``written_by`` against this code's
+            :func:`~attnlab.provenance.code_identity`).
+    """
+    problem = _weights_mismatch(ckpt["model"], model.state_dict())
+    if problem:
+        raise CheckpointError(
+            f"{path}: its weights do not fit the model its config builds: {problem}; "
+            f"{_which_is_older(ckpt.get('written_by'))}"
+        )
+    model.load_state_dict(ckpt["model"])
+
+
+def _weights_mismatch(saved: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> str:
+    """The first difference between a checkpoint's weights and a model's, in words."""
+
+    def more(items: list) -> str:
+        return f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+
+    shapes = [k for k in own if k in saved and saved[k].shape != own[k].shape]
+    if shapes:
+        k = shapes[0]
+        return (f"{k!r} is {tuple(saved[k].shape)} in the checkpoint but "
+                f"{tuple(own[k].shape)} in the model{more(shapes)}")  # fmt: skip
+    lacking = [k for k in own if k not in saved]
+    if lacking:
+        return f"the model has {lacking[0]!r}{more(lacking)}, which the checkpoint lacks"
+    extra = [k for k in saved if k not in own]
+    if extra:
+        return f"the checkpoint has {extra[0]!r}{more(extra)}, which the model lacks"
+    return ""
+
+
+def _which_is_older(written_by: dict[str, Any] | None) -> str:
+    """Which of the checkpoint's code and this code is older, and what to do, in words."""
+    here = code_identity()
+    this = _describe_code(here)
+    if not written_by:
+        return (f"the checkpoint predates attnlab's version stamps, so it is older than this "
+                f"code ({this}): load it with the attnlab that wrote it, or retrain")  # fmt: skip
+    then = _describe_code(written_by)
+    a, b = written_by.get("commit_time"), here.get("commit_time")
+    if written_by.get("commit") and written_by.get("commit") == here.get("commit"):
+        return (f"the checkpoint was written at this code's commit ({then}), so uncommitted "
+                "changes to the model code made the difference: undo them, or retrain")  # fmt: skip
+    if a is None or b is None:
+        return (f"the checkpoint was written by {then}, this is {this}: load it with the "
+                "attnlab that wrote it, or retrain")  # fmt: skip
+    if a < b:
+        return (f"the checkpoint is older: written by {then}, read by {this}; load it with "
+                f"the attnlab that wrote it (git checkout {written_by['commit'][:12]}), or "
+                "retrain")  # fmt: skip
+    return (f"the checkpoint is newer: written by {then}, read by {this}; update attnlab to "
+            "read it")  # fmt: skip
+
+
+def _describe_code(ident: dict[str, Any]) -> str:
+    """``attnlab 0.1.0 at commit abc123456789 (2026-12-03)``, from what ``ident`` holds."""
+    import time
+
+    text = f"attnlab {ident.get('attnlab', '?')}"
+    if ident.get("commit"):
+        text += f" at commit {ident['commit'][:12]}"
+        if ident.get("commit_time") is not None:
+            text += time.strftime(" (%Y-%m-%d)", time.gmtime(ident["commit_time"]))
+        if ident.get("dirty"):
+            text += " with uncommitted changes"
+    return text
 
 
 def load_ensemble(

@@ -15,7 +15,7 @@ from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from .checkpoint import config_changes, load_checkpoint, save_checkpoint
+from .checkpoint import config_changes, load_checkpoint, load_weights, save_checkpoint
 from .distributed import DistEnv, all_gather_object
 from .errors import RunError
 from .rng import get_rng_state, set_rng_state
@@ -144,8 +144,12 @@ def find_resume_checkpoint(
 def restore_training(
     ckpt: dict[str, Any], model: nn.Module, optimizer: Optimizer, scheduler: LambdaLR
 ) -> TrainState:
-    """Load the weights, optimizer and schedule state of ``ckpt``; return its progress."""
-    model.load_state_dict(ckpt["model"])
+    """Load the weights, optimizer and schedule state of ``ckpt``; return its progress.
+
+    Raises:
+        CheckpointError: the weights do not fit ``model`` (:func:`~.checkpoint.load_weights`).
+    """
+    load_weights(model, ckpt, "resume: the run's last.pt")
     optimizer.load_state_dict(ckpt["optimizer"])
     sched = dict(ckpt["scheduler"])
     # The schedule's shape (total steps, warm-up) comes from the current config.
