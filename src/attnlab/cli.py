@@ -12,7 +12,8 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -140,12 +141,8 @@ def _average(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace, rest: list[str]) -> int:
     from .commands import predict_command
 
-    texts = list(args.texts)
-    if texts == ["-"]:
-        texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
-        if not texts:
-            raise ValueError("no inputs on stdin ('-'): expected one input per line, got none")
-    return predict_command(args.checkpoint, texts, as_json=args.json, rest=rest)
+    return predict_command(args.checkpoint, list(args.texts), as_json=args.json, rest=rest,
+                           stdin=sys.stdin)  # fmt: skip
 
 
 def _show(args: argparse.Namespace, rest: list[str]) -> int:
@@ -153,7 +150,7 @@ def _show(args: argparse.Namespace, rest: list[str]) -> int:
 
     return show_command(
         args.checkpoint,
-        " ".join(args.text),
+        list(args.text),
         out=args.out,
         layer=args.layer,
         head=args.head,
@@ -308,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest and not getattr(args, "takes_rest", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        with logging_redirect_tqdm():
+        with logging_redirect_tqdm(), _warnings_as_lines(args.command):
             if getattr(args, "takes_rest", False):
                 return args.func(args, rest)
             return args.func(args)
@@ -324,7 +321,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _one_line(err: BaseException) -> str:
+@contextlib.contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """attnlab's own warnings (an input read with unseen characters, a recording upsampled,
+    ...) formatted as one line ``attnlab CMD: warning: ...``, without the warning machinery's
+    file name and source line; other packages' warnings keep Python's format."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    default = warnings.formatwarning
+
+    def formatted(message, category, filename, lineno, line=None):  # noqa: ANN001
+        if not os.path.abspath(filename).startswith(package + os.sep):
+            return default(message, category, filename, lineno, line)
+        return f"attnlab {command}: warning: {_one_line(message)}\n"
+
+    warnings.formatwarning = formatted
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
+
+
+def _one_line(err: BaseException | Warning | str) -> str:
     """The message of ``err`` on one line; an OS error as ``FILE: reason``."""
     if isinstance(err, OSError) and err.strerror and err.filename is not None:
         text = f"{err.filename}: {err.strerror}"

@@ -17,7 +17,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from tqdm import tqdm
@@ -198,6 +198,27 @@ def task_flags(
     return [*texts, *options.pop("inputs")], options
 
 
+def read_stdin_inputs(texts: Sequence[str], stdin: TextIO | None) -> list[str]:
+    """``texts``, or the lines of ``stdin`` when ``texts`` is the single input ``-``.
+
+    Raises:
+        ValueError: ``-`` among other inputs (it would be read as a literal input), or no
+            input lines on stdin.
+    """
+    texts = list(texts)
+    if "-" not in texts:
+        return texts
+    if len(texts) > 1:
+        raise ValueError(
+            f"inputs: '-' reads every input from stdin, so it must be the only input; got "
+            f"{len(texts)} inputs ({' '.join(texts)})"
+        )
+    lines = [line.rstrip("\n") for line in (stdin or sys.stdin) if line.strip()]
+    if not lines:
+        raise ValueError("no inputs on stdin ('-'): expected one input per line, got none")
+    return lines
+
+
 def average_command(checkpoints: Sequence[str], *, out: str) -> int:
     """``attnlab average CKPT CKPT ... --out FILE``: write the checkpoint whose weights are the
     mean of the given snapshots' (:func:`~attnlab.train.average_checkpoints`), for ``eval``,
@@ -216,7 +237,12 @@ def average_command(checkpoints: Sequence[str], *, out: str) -> int:
 
 
 def predict_command(
-    checkpoint: str, texts: Sequence[str], *, as_json: bool, rest: Sequence[str] = ()
+    checkpoint: str,
+    texts: Sequence[str],
+    *,
+    as_json: bool,
+    rest: Sequence[str] = (),
+    stdin: TextIO | None = None,
 ) -> int:
     """``attnlab predict CKPT INPUT ... [--json] [TASK FLAGS]``: one line per input, as the task
     renders its prediction (:meth:`Task.format_text` or :meth:`Task.format_json`), computed in
@@ -224,9 +250,12 @@ def predict_command(
 
     ``rest``: the task's own flags (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to
     :meth:`Task.command_inputs` and :meth:`Task.predict`. No inputs at all is the task's error
-    (:meth:`Task.command_inputs` names what it reads: sentences, or a graph's ``--node``)."""
+    (:meth:`Task.command_inputs` names what it reads: sentences, or a graph's ``--node``).
+    An input ``-`` alone reads the inputs from ``stdin``, one per non-blank line, wherever it
+    stands among the flags (``--json -`` and ``- --json`` mean the same)."""
     task, model, cfg = load_for_inference(checkpoint)
     texts, options = task_flags(task, "predict", texts, rest)
+    texts = read_stdin_inputs(texts, stdin)
     inputs = task.command_inputs(texts, options)
     with _autocast(cfg, torch.device("cpu")):
         records = task.predict(model, inputs, **options)
@@ -237,7 +266,7 @@ def predict_command(
 
 def show_command(
     checkpoint: str,
-    text: str,
+    text: str | Sequence[str],
     *,
     out: str,
     layer: int | None = None,
@@ -252,13 +281,16 @@ def show_command(
     and/or head's heatmaps of :meth:`Task.attention_map` are drawn
     (:func:`attnlab.viz.plot_attention`), larger. ``rest``: the task's own flags
     (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to :meth:`Task.command_inputs`
-    and :meth:`Task.draw`; the input's words (if any) are joined into one text.
+    and :meth:`Task.draw`. ``text``: the input's words as the command line gave them, joined
+    into one text with single spaces (a sentence typed unquoted); one argument is kept exactly
+    as given (a quoted sentence, or a file name with spaces).
     """
     from attnlab.viz import plot_attention
 
     task, model, cfg = load_for_inference(checkpoint)
-    words, options = task_flags(task, "show", text.split(), rest)
-    text = " ".join(words)
+    words = [text] if isinstance(text, str) else list(text)
+    words, options = task_flags(task, "show", [w for w in words if w.strip()], rest)
+    text = words[0] if len(words) == 1 else " ".join(words)
     inputs = task.command_inputs([text] if text else [], options)
     if len(inputs) != 1:
         raise ValueError(f"show draws one input at a time; got {len(inputs)}")
