@@ -50,12 +50,18 @@ def _expr(toks: list[str], i: int) -> tuple[int, int]:
         raise ValueError(
             f"listops: token {i} is {tok!r}; expected a digit or one of {', '.join(_OPS)}"
         )
-    args, i = [], i + 1
+    start, args, i = i, [], i + 1
     while i < len(toks) and toks[i] != "]":
         value, i = _expr(toks, i)  # depth <= max_depth: recursion stays shallow
         args.append(value)
     if i >= len(toks):
-        raise ValueError(f"listops: {tok} has no closing ']'")
+        raise ValueError(
+            f"listops: the {tok} at token {start} has no closing ']': expected ']' at token {i}, "
+            "got the end of the input"
+        )
     if len(args) < 2:
-        raise ValueError(f"listops: {tok} needs at least 2 arguments, got {len(args)}")
+        raise ValueError(
+            f"listops: the {tok} at token {start} needs at least 2 arguments, got {len(args)} "
+            f"before its ']' at token {i}"
+        )
     return _OPS[tok](args), i + 1

@@ -13,7 +13,6 @@ that trains on CPU.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +87,23 @@ class LongRangeTask(SentenceTask):
             self.labels = self.labels or list(self.label_names)
         return super().build_model(model_config)
 
+    def parse_input(self, text: str) -> list[str]:
+        """The whitespace-separated tokens of one sequence, every one of them in the task's
+        alphabet (the model has no embedding for anything else: an unknown token would be read
+        as ``<unk>`` and still get an answer).
+
+        Raises:
+            ValueError: an empty input, or a token outside the alphabet (its position named).
+        """
+        tokens = super().parse_input(text)
+        for i, token in enumerate(tokens):
+            if token not in self.alphabet:
+                raise ValueError(
+                    f"{self._label()}: token {i} is {token!r}, not in the task's alphabet "
+                    f"({' '.join(self.alphabet)})"
+                )
+        return tokens
+
 
 # ---------------------------------------------------------------------------------- listops
 @dataclass
@@ -135,12 +151,23 @@ class ListOpsTask(LongRangeTask):
     def generate(self, options: ListOpsOptions) -> dict[str, list]:
         return load_listops(options.spec(), root=options.cache or None)
 
+    def parse_input(self, text: str) -> list[str]:
+        """One well-formed ListOps expression, as tokens (``[MAX 2 9 [MIN 4 7 ] 0 ]``).
+
+        Raises:
+            ValueError: a token outside the alphabet, or not one whole expression; the message
+                names the token's position and what was expected there.
+        """
+        tokens = super().parse_input(text)
+        evaluate_listops(tokens)  # raises, naming the position, unless well formed
+        return tokens
+
     def predict(self, model: nn.Module, sentences: Sequence[Sequence[str]]) -> list[dict]:
-        """The predicted value, and the true one where the input is a well-formed expression."""
+        """The predicted value and the expression's true value (``answer``); every input is a
+        well-formed expression (:meth:`parse_input` refuses the others)."""
         records = super().predict(model, sentences)
         for record, tokens in zip(records, sentences):
-            with contextlib.suppress(ValueError):  # not well formed: the model still answers
-                record["answer"] = str(evaluate_listops(tokens))
+            record["answer"] = str(evaluate_listops(tokens))
         return records
 
 
