@@ -22,10 +22,18 @@ from .featurise import (
     atom_feature_names,
     atom_features,
     featurise,
+    outside_vocabulary,
     shortest_paths,
 )
 from .fingerprints import morgan_fingerprints
-from .parse import MoleculeError, mol_from_smiles, rdkit_log, sanitize
+from .parse import (
+    MoleculeError,
+    fragments,
+    largest_fragment,
+    mol_from_smiles,
+    rdkit_log,
+    sanitize,
+)
 from .readers import MoleculeFile, MoleculeRecord, find_field, read_csv, read_sdf
 from .splits import random_split, scaffold, scaffold_split
 
@@ -42,8 +50,11 @@ __all__ = [
     "atom_features",
     "featurise",
     "find_field",
+    "fragments",
+    "largest_fragment",
     "mol_from_smiles",
     "morgan_fingerprints",
+    "outside_vocabulary",
     "random_split",
     "rdkit_log",
     "read_csv",

@@ -49,6 +49,7 @@ __all__ = [
     "atom_feature_names",
     "atom_features",
     "featurise",
+    "outside_vocabulary",
     "shortest_paths",
 ]
 
@@ -109,6 +110,17 @@ def atom_features(mol: Chem.Mol) -> Tensor:
         out[i, _FLAG_OFFSET] = float(atom.GetIsAromatic())
         out[i, _FLAG_OFFSET + 1] = float(atom.IsInRing())
     return torch.from_numpy(out)
+
+
+def outside_vocabulary(mol: Chem.Mol) -> list[str]:
+    """The atoms of ``mol`` with a property outside :data:`ATOM_FEATURES`' vocabularies (read
+    as that block's ``other`` slot), as ``"atom 0 (He): element=He, hybridisation=S"``."""
+    out = []
+    for atom in mol.GetAtoms():
+        odd = [f"{k}={v}" for k, v in _properties(atom).items() if v not in ATOM_FEATURES[k]]
+        if odd:
+            out.append(f"atom {atom.GetIdx()} ({atom.GetSymbol()}): {', '.join(odd)}")
+    return out
 
 
 def shortest_paths(mol: Chem.Mol) -> Tensor:

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 
 from rdkit import Chem, rdBase
 
-__all__ = ["MoleculeError", "mol_from_smiles", "sanitize", "rdkit_log"]
+__all__ = ["MoleculeError", "fragments", "largest_fragment", "mol_from_smiles", "sanitize",
+           "rdkit_log"]  # fmt: skip
 
 # "[02:39:48] " at the start of each RDKit log line: the time says nothing about the input.
 _STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ?", re.MULTILINE)
@@ -94,14 +95,21 @@ def mol_from_smiles(smiles: str, *, explicit_h: bool = False, what: str = "") ->
         what: how the error names the input (default ``"SMILES '<smiles>'"``).
 
     Raises:
-        MoleculeError: not a string, empty, unparseable or not sanitisable, naming the string
-            and RDKit's reason.
+        MoleculeError: not a string, empty, holding a space, unparseable or not sanitisable,
+            naming the string and RDKit's reason.
     """
     if not isinstance(smiles, str):
         raise MoleculeError(f"SMILES: expected a string, got {type(smiles).__name__} {smiles!r}")
     what = what or f"SMILES {smiles!r}"
     if not smiles.strip():
         raise MoleculeError(f"{what} is empty; give a SMILES string such as 'CCO'")
+    space = re.search(r"\s", smiles.strip())
+    if space is not None:  # RDKit stops at a space and reads the rest as the molecule's name
+        raise MoleculeError(
+            f"{what} holds a space at character {space.start()}: a SMILES has none (RDKit "
+            "would read what follows as the molecule's name); give one SMILES per input, "
+            "fragments joined by '.'"
+        )
     with rdkit_log() as log:
         mol = Chem.MolFromSmiles(smiles.strip(), sanitize=False)
     if mol is None:
@@ -110,3 +118,16 @@ def mol_from_smiles(smiles: str, *, explicit_h: bool = False, what: str = "") ->
         raise MoleculeError(f"{what} has no atoms")
     mol = sanitize(mol, what)
     return Chem.AddHs(mol) if explicit_h else mol
+
+
+def fragments(mol: Chem.Mol) -> tuple[Chem.Mol, ...]:
+    """The disconnected parts of ``mol`` (a salt ``[Na+].[Cl-]`` has two), in SMILES order."""
+    return Chem.GetMolFrags(mol, asMols=True)
+
+
+def largest_fragment(mol: Chem.Mol) -> Chem.Mol:
+    """The fragment with the most heavy atoms (then the most atoms; the first on a tie): the
+    parent compound of a salt or a solvate, e.g. ethanol of ``CCO.O``."""
+    parts = fragments(mol)
+    sizes = [(m.GetNumHeavyAtoms(), m.GetNumAtoms()) for m in parts]
+    return parts[max(range(len(parts)), key=lambda k: (sizes[k], -k))]

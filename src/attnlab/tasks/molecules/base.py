@@ -13,14 +13,24 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import torch
+from rdkit import Chem
 from torch import Tensor, nn
 
-from attnlab.chem import NUM_ATOM_FEATURES, atom_feature_names, featurise, mol_from_smiles
+from attnlab.chem import (
+    NUM_ATOM_FEATURES,
+    atom_feature_names,
+    featurise,
+    largest_fragment,
+    mol_from_smiles,
+    outside_vocabulary,
+)
+from attnlab.chem import fragments as chem_fragments
 from attnlab.chem.draw import atom_labels, molecule_attention_figure
 
 from ..base import Task
@@ -145,13 +155,65 @@ class MoleculeTask(Task):
         self.explicit_h = bool(state["explicit_h"])
 
     # ------------------------------------------------------------------ commands
-    def parse_input(self, text: str) -> MoleculeInput:
+    def parse_input(self, text: str, fragments: str = "refuse") -> MoleculeInput:
         """A SMILES string; a bad one raises :class:`~attnlab.chem.MoleculeError` (a
-        ``ValueError``) naming it and RDKit's reason."""
+        ``ValueError``) naming it and RDKit's reason.
+
+        Args:
+            text: one SMILES (no spaces: RDKit would read what follows one as a name).
+            fragments: what to do with a SMILES of several disconnected parts (a salt
+                ``[Na+].[Cl-]``, a solvate ``CCO.O``): ``"refuse"`` (the default: the
+                training molecules are single fragments), ``"largest"`` (predict for the
+                fragment with the most heavy atoms, with a warning naming what was dropped)
+                or ``"whole"`` (all parts as one graph, unreachable from each other).
+
+        Atoms with a property outside the one-hot vocabulary (an element such as He or U, an
+        unusual charge) are featurised as that block's ``other`` slot, with a warning: the
+        prediction then rests on a slot the training molecules rarely or never filled.
+        """
         smiles = text.strip()
         mol = mol_from_smiles(smiles, explicit_h=self.explicit_h)
+        parts = chem_fragments(mol)
+        if len(parts) > 1:
+            mol = self._one_fragment(smiles, mol, parts, fragments)
+        odd = outside_vocabulary(mol)
+        if odd:
+            warnings.warn(
+                f"SMILES {smiles!r}: {'; '.join(odd)}: outside the atom vocabulary "
+                "(attnlab.chem.ATOM_FEATURES), read as 'other'",
+                stacklevel=2,
+            )
         graph = featurise(mol)  # hydrogens already added as the task wants
         return MoleculeInput(smiles, mol, MoleculeExample(graph, math.nan, smiles))
+
+    def _one_fragment(self, smiles: str, mol: Any, parts: Sequence[Any], policy: str) -> Any:
+        """``mol`` (of several ``parts``) under the ``--fragments`` ``policy``."""
+        if policy == "whole":
+            return mol
+        if policy == "largest":
+            kept = largest_fragment(mol)
+            dropped = [Chem.MolToSmiles(m) for m in parts]
+            dropped.remove(Chem.MolToSmiles(kept))
+            warnings.warn(
+                f"SMILES {smiles!r} has {len(parts)} fragments: predicting for the largest, "
+                f"{Chem.MolToSmiles(kept)!r}; dropped {', '.join(map(repr, dropped))}",
+                stacklevel=3,
+            )
+            return kept
+        if policy != "refuse":
+            raise ValueError(f"--fragments: expected refuse, largest or whole, got {policy!r}")
+        raise ValueError(
+            f"SMILES {smiles!r} has {len(parts)} disconnected fragments "
+            f"({', '.join(repr(Chem.MolToSmiles(m)) for m in parts)}), and the model was "
+            "trained on single molecules; pass --fragments largest to predict for the largest "
+            "(a salt's parent compound) or --fragments whole for all of them as one graph"
+        )
+
+    def command_inputs(self, texts: Sequence[str], options: Mapping[str, Any]) -> list:
+        """One :meth:`parse_input` per SMILES, with the command's ``--fragments``."""
+        if not texts:
+            return super().command_inputs(texts, options)  # its error names what is read
+        return [self.parse_input(t, options.get("fragments") or "refuse") for t in texts]
 
     def encode_inputs(self, inputs: Sequence[MoleculeInput]) -> dict[str, Tensor]:
         return self.collate([x.example for x in inputs])
@@ -160,8 +222,11 @@ class MoleculeTask(Task):
         return atom_labels(input.example.graph.symbols)
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, inputs: Sequence[MoleculeInput]) -> list[dict[str, Any]]:
-        """``[{"smiles": ..., property_name: value}, ...]`` in the property's units."""
+    def predict(
+        self, model: nn.Module, inputs: Sequence[MoleculeInput], **flags: Any
+    ) -> list[dict[str, Any]]:
+        """``[{"smiles": ..., property_name: value}, ...]`` in the property's units. ``flags``:
+        the command's (``--fragments``, already applied by :meth:`command_inputs`)."""
         model.eval()
         pred = model(self.encode_inputs(inputs)).float() * self.std + (self.mean or 0.0)
         return [{"smiles": x.smiles, self.property_name: round(float(p), 4)}
@@ -172,6 +237,11 @@ class MoleculeTask(Task):
         return f"{record['smiles']}\t{value:.3f} {self.units}".rstrip()
 
     def add_arguments(self, parser: argparse.ArgumentParser, command: str) -> None:
+        parser.add_argument(
+            "--fragments", choices=("refuse", "largest", "whole"), default="refuse",
+            help="a SMILES of several fragments (a salt, a solvate): refuse it (default), "
+            "predict for the largest, or take the whole as one graph",
+        )  # fmt: skip
         if command == "show":
             parser.add_argument(
                 "--shade-layer", type=int, default=None, metavar="L",
@@ -192,6 +262,7 @@ class MoleculeTask(Task):
         title: str = "",
         shade_layer: int | None = None,
         shade_head: int | None = None,
+        fragments: str = "refuse",
     ) -> Path:
         """The molecule (RDKit drawing) with atoms shaded by the attention they receive,
         beside one layer's atom-by-atom heatmap labelled ``C0, O1, ...``.
