@@ -107,7 +107,32 @@ def test_fsdd_recording_reads_at_its_rate(data_mirror):
     path = data_mirror / "fsdd" / "recordings" / "7_jackson_32.wav"
     x = read_wav(path, 8000)
     assert x.dim() == 1 and 0.1 < x.abs().max() <= 1.0
-    assert read_wav(path, 16000).shape[0] == 2 * x.shape[0]
+    with pytest.warns(UserWarning, match="recorded at 8000 Hz, upsampled to 16000 Hz"):
+        assert read_wav(path, 16000).shape[0] == 2 * x.shape[0]
+
+
+def test_a_rate_below_half_the_target_is_refused(tmp_path):
+    # issue 32: a 100 Hz file was upsampled to 8 kHz and classified as if it were speech
+    path = _pcm(tmp_path / "low.wav", _sine(20, seconds=1.0, rate=100), 16, rate=100)
+    with pytest.raises(ValueError, match=r"low\.wav: recorded at 100 Hz, below the 4000 Hz "
+                       r"accepted for 8000 Hz audio: it has nothing above 50 Hz"):  # fmt: skip
+        read_wav(path, 8000)
+    with pytest.raises(ValueError, match="below the 4000 Hz"):
+        read_wav(_pcm(tmp_path / "l2.wav", _sine(440, rate=3999), 16, rate=3999), 8000)
+    with pytest.warns(UserWarning, match="upsampled"):  # asked for: any rate
+        assert read_wav(path, 8000, min_rate=0).shape[0] == 8000
+
+
+def test_a_rate_between_half_and_the_target_is_upsampled_with_a_warning(tmp_path):
+    path = _pcm(tmp_path / "six.wav", _sine(440, seconds=1.0, rate=6000), 16, rate=6000)
+    with pytest.warns(UserWarning, match=r"six\.wav: recorded at 6000 Hz, upsampled to 8000 Hz; "
+                      r"it has nothing above 3000 Hz, where audio at 8000 Hz reaches 4000 Hz"):  # fmt: skip
+        assert read_wav(path, 8000).shape[0] == 8000
+
+
+def test_a_higher_rate_is_resampled_without_a_warning(tmp_path, recwarn):
+    read_wav(_pcm(tmp_path / "hi.wav", _sine(440, rate=44100), 16, rate=44100), 8000)
+    assert not [w for w in recwarn if "upsampled" in str(w.message)]
 
 
 def test_write_wav_round_trips(tmp_path):
@@ -152,6 +177,12 @@ def test_unsupported_encoding(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"a\.wav: unsupported WAV encoding"):
         read_wav(path)
+
+
+def test_a_directory(tmp_path):
+    (tmp_path / "d.wav").mkdir()
+    with pytest.raises(ValueError, match=r"d\.wav: a directory, not a WAV file"):
+        read_wav(tmp_path / "d.wav")
 
 
 def test_missing_file(tmp_path):

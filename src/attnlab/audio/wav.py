@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -58,27 +59,42 @@ def _decode(raw: bytes, fmt: int, bits: int, channels: int, name: str) -> np.nda
 
 
 def read_wav(
-    path: str | os.PathLike[str], sample_rate: int = 16000, *, min_seconds: float = 0.025
+    path: str | os.PathLike[str],
+    sample_rate: int = 16000,
+    *,
+    min_seconds: float = 0.025,
+    min_rate: int | None = None,
 ) -> Tensor:
     """Read a WAV file as mono float32 samples in [-1, 1] at ``sample_rate``.
 
+    A file at a higher rate is resampled down (:func:`resample`; nothing of the band below the
+    new Nyquist frequency is lost). A file at a lower rate has nothing above its own Nyquist
+    frequency, and upsampling cannot restore that band: from ``min_rate`` up to
+    ``sample_rate`` it is upsampled with a warning naming the empty band, below ``min_rate``
+    it is refused.
+
     Args:
         path: the file.
-        sample_rate: the rate of the returned samples (Hz); a file at another rate is
-            resampled with :func:`resample`.
+        sample_rate: the rate of the returned samples (Hz).
         min_seconds: a shorter recording is refused (default: one 25 ms analysis window).
+        min_rate: the lowest rate accepted (Hz); default ``sample_rate // 2``: a recording
+            that lacks more than half of the returned band is refused (0: accept any rate).
 
     Returns:
         ``(samples,)`` float32; stereo (any channel count) averaged.
 
     Raises:
-        ValueError: naming the file: not a RIFF/WAVE file, corrupt or truncated chunks, an
-            unsupported encoding, no samples, or shorter than ``min_seconds``.
+        ValueError: naming the file: a directory, not a RIFF/WAVE file, corrupt or truncated
+            chunks, an unsupported encoding, no samples, shorter than ``min_seconds``, or
+            recorded below ``min_rate``.
         FileNotFoundError: no such file.
     """
     name = str(path)
     if not isinstance(sample_rate, int) or sample_rate <= 0:
         raise ValueError(f"sample_rate: expected a positive int (Hz), got {sample_rate!r}")
+    min_rate = sample_rate // 2 if min_rate is None else min_rate
+    if Path(path).is_dir():
+        raise ValueError(f"{name}: a directory, not a WAV file")
     data = Path(path).read_bytes()
     if len(data) == 0:
         raise ValueError(f"{name}: empty file (0 bytes), not a WAV recording")
@@ -121,9 +137,26 @@ def read_wav(
             f"{name}: too short: {mono.shape[0]} samples at {rate} Hz = {seconds * 1000:.1f} ms; "
             f"at least {min_seconds * 1000:.0f} ms needed"
         )
+    if rate < sample_rate:
+        _check_low_rate(name, rate, sample_rate, min_rate)
     if rate != sample_rate:
         return resample(torch.from_numpy(mono), rate, sample_rate)
     return torch.from_numpy(mono).float()
+
+
+def _check_low_rate(name: str, rate: int, sample_rate: int, min_rate: int) -> None:
+    """Refuse a recording below ``min_rate``; warn that one below ``sample_rate`` is upsampled
+    with an empty top band."""
+    band = (f"nothing above {rate / 2:g} Hz, where audio at {sample_rate} Hz reaches "
+            f"{sample_rate / 2:g} Hz")  # fmt: skip
+    if rate < min_rate:
+        raise ValueError(
+            f"{name}: recorded at {rate} Hz, below the {min_rate} Hz accepted for "
+            f"{sample_rate} Hz audio: it has {band}, and upsampling cannot restore it; give a "
+            f"recording made at {sample_rate} Hz or more"
+        )
+    warnings.warn(f"{name}: recorded at {rate} Hz, upsampled to {sample_rate} Hz; it has {band}",
+                  stacklevel=3)  # fmt: skip
 
 
 def resample(x: Tensor, orig_rate: int, new_rate: int) -> Tensor:

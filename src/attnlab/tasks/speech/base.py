@@ -207,12 +207,17 @@ class SpeechTask(Task):
 
     # ---------------------------------------------------------------- commands
     def parse_input(self, text: str) -> Utterance:
-        """A WAV file's path -> its :class:`Utterance` at the task's sample rate.
+        """A WAV file's path -> its :class:`Utterance` at the task's sample rate (another rate
+        is resampled; one below half the task's rate is refused, one between that and the
+        task's rate is upsampled with a warning: :func:`~attnlab.audio.read_wav`).
 
         Raises:
-            ValueError: no such file, or not a usable WAV file (the reason is named).
+            ValueError: no such file, a directory, or not a usable WAV file (the reason is
+                named).
         """
         path = Path(text.strip())
+        if path.is_dir():
+            raise ValueError(f"{self._label()}: expected a WAV file, got {text!r} (a directory)")
         if not path.is_file():
             raise ValueError(f"{self._label()}: expected a WAV file, got {text!r} (no such file)")
         return Utterance(read_wav(path, self.sample_rate), None, str(path))
