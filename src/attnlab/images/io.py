@@ -28,12 +28,14 @@ def load_image(path: str | Path, size: tuple[int, int], *, invert: bool = False)
             white page needs inverting).
 
     Raises:
-        ValueError: the file is not an image Pillow can read (names the file).
+        ValueError: a directory, or a file that is not an image Pillow can read (names it).
         FileNotFoundError: no such file.
     """
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"image {path}: a directory, not an image file")
     if not path.is_file():
         raise FileNotFoundError(f"image {path}: no such file")
     try:

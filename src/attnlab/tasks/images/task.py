@@ -178,10 +178,11 @@ class ImageTask(Task):
                                 "without one) or a token of the grid as ROW,COL")  # fmt: skip
 
     def command_inputs(self, texts: Sequence[str], options: Mapping[str, Any]) -> list:
-        """Test-set images (``--index``), then image files."""
+        """Test-set images (``--index``), then image files, one per argument (a file name may
+        hold spaces: it is never split)."""
         inputs = [self.test_example(i) for i in options.get("indices") or []]
         invert = bool(options.get("invert"))
-        inputs += [self.read_image(t, invert=invert) for t in texts for t in t.split()]
+        inputs += [self.read_image(t, invert=invert) for t in texts]
         if not inputs:
             raise ValueError(f"{self._label()}: no input: pass image files or --index N")
         return inputs
