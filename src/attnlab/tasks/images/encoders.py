@@ -257,14 +257,27 @@ class TokenImageEncoder(nn.Module):
     """An image -> tokens stage (``embed``: pixels, patches or a CNN stem) and a
     :class:`GridTransformer`.
 
+    ``size``: the ``(H, W)`` it was built for, checked exactly (a stride-``p`` patch embedding
+    or a pooling stem silently drops the rows that do not fit, so a 9x9 image would give an 8x8
+    model's token grid); None: only the token grid is checked.
+
     Shapes: x ``(b, 1, H, W)`` -> :class:`EncodedImage` (pooled ``(b, D)``).
     """
 
-    def __init__(self, embed: nn.Module, body: GridTransformer, dim: int) -> None:
+    def __init__(
+        self, embed: nn.Module, body: GridTransformer, dim: int,
+        size: tuple[int, int] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.embed, self.body, self.dim = embed, body, dim
+        self.size = None if size is None else (int(size[0]), int(size[1]))
 
     def forward(self, x: Tensor, *, need_weights: bool = False) -> EncodedImage:
+        if self.size is not None and tuple(x.shape[-2:]) != self.size:
+            raise ValueError(
+                f"x: expected images of (H, W) = {self.size}, the size this encoder was built "
+                f"for; got {tuple(x.shape[-2:])}"
+            )
         features = self.embed(x)  # (b, D, rows, cols)
         if tuple(features.shape[-2:]) != self.body.grid:
             raise ValueError(
@@ -340,4 +353,4 @@ def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Mo
         grid = (height // cfg.downsample, width // cfg.downsample)
     else:
         raise ValueError(f"unknown image encoder config {type(cfg).__name__}")
-    return TokenImageEncoder(embed, GridTransformer(cfg, grid), cfg.dim)
+    return TokenImageEncoder(embed, GridTransformer(cfg, grid), cfg.dim, size=(height, width))

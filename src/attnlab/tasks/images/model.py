@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import torch
 from torch import Tensor, nn
 
 from attnlab.images import RandomCropFlip
@@ -45,27 +46,64 @@ class ImageOutput(NamedTuple):
 class ImageModel(nn.Module):
     """Images in, class logits out.
 
-    Batch: ``"images"`` ``(b, 1, H, W)`` float (normalised). ``model(batch)`` returns the
+    Args:
+        encoder: the image encoder (``dim``: its pooled width).
+        num_classes: classes ``L``.
+        augment: augmentation applied in training mode, or None.
+        head_dropout: dropout before the linear head.
+        size: ``(H, W)``, the image size the model was built for; other sizes are refused
+            (a patch or pooling stride would silently drop the rows that do not fit, and the
+            CNN would run at a scale it never saw). None: any size the encoder takes.
+
+    Batch: ``"images"`` ``(b, 1, H, W)`` float in the model's dtype, normalised as the task's
+    ``normalise`` / ``collate`` make them (not uint8 pixels). ``model(batch)`` returns the
     logits ``(b, L)``; with ``need_weights=True`` an :class:`ImageOutput`.
     """
 
     def __init__(
         self, *, encoder: nn.Module, num_classes: int, augment: nn.Module | None = None,
-        head_dropout: float = 0.0,
+        head_dropout: float = 0.0, size: tuple[int, int] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.augment = augment
         self.encoder = encoder
         self.head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(encoder.dim, num_classes))
+        self.size = None if size is None else (int(size[0]), int(size[1]))
 
-    def forward(self, batch: Mapping[str, Tensor], *, need_weights: bool = False):
-        if "images" not in batch:
-            raise ValueError(f"the batch needs 'images'; got keys {sorted(batch)}")
-        x = batch["images"]
+    def _check_images(self, x: object) -> Tensor:
+        """``x`` if it is a ``(b, 1, H, W)`` float tensor in the model's dtype (any float dtype
+        under autocast) at the model's size; else a ``ValueError`` naming ``batch['images']``,
+        the expected and the given."""
+        if not isinstance(x, Tensor):
+            raise ValueError(f"batch['images']: expected a tensor (batch, 1, rows, cols), got {type(x).__name__}")  # fmt: skip
         if x.dim() != 4 or x.shape[1] != 1:
             raise ValueError(
                 f"batch['images']: expected (batch, 1, rows, cols), got {tuple(x.shape)}"
             )
+        if not x.is_floating_point():
+            raise ValueError(
+                f"batch['images']: the model takes normalised float pixels, got dtype {x.dtype}; "
+                "make them with the task's collate(examples) or normalise(images) (pixels / 255, "
+                "then the dataset's mean and std)"
+            )
+        dtype = self.head[1].weight.dtype
+        if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+            raise ValueError(
+                f"batch['images']: dtype {x.dtype} differs from the model's dtype {dtype}; "
+                f"convert the images (images.to({dtype})) or the model (model.to({x.dtype}))"
+            )
+        if self.size is not None and tuple(x.shape[-2:]) != self.size:
+            raise ValueError(
+                f"batch['images']: expected images of (H, W) = {self.size}, the size this model "
+                f"was built for; got {tuple(x.shape[-2:])}; resize them (the task's read_image "
+                "does)"
+            )
+        return x
+
+    def forward(self, batch: Mapping[str, Tensor], *, need_weights: bool = False):
+        if "images" not in batch:
+            raise ValueError(f"the batch needs 'images'; got keys {sorted(batch)}")
+        x = self._check_images(batch["images"])
         if self.augment is not None:
             x = self.augment(x)
         enc = self.encoder(x, need_weights=need_weights)
@@ -80,5 +118,5 @@ def build_image_model(
     augment = RandomCropFlip(padding=cfg.crop, flip=cfg.flip) if (cfg.crop or cfg.flip) else None
     return ImageModel(
         encoder=build_image_encoder(cfg.encoder, size), num_classes=num_classes,
-        augment=augment, head_dropout=cfg.head_dropout,
+        augment=augment, head_dropout=cfg.head_dropout, size=size,
     )  # fmt: skip
