@@ -15,6 +15,7 @@ from ..backends.edge_ops import check_edge_index
 
 __all__ = [
     "check_node_features",
+    "check_dtype",
     "remove_self_loops",
     "add_self_loops",
     "add_remaining_self_loops",
@@ -23,9 +24,13 @@ __all__ = [
 ]
 
 
-def check_node_features(x: object, in_channels: int, *, name: str = "x") -> Tensor:
-    """``x`` if it is a float tensor of shape ``(num_nodes, in_channels)``; else a ``ValueError``
-    naming ``name``, the expected and the given."""
+def check_node_features(
+    x: object, in_channels: int, *, name: str = "x", dtype: torch.dtype | None = None,
+    layer: str = "the layer",
+) -> Tensor:  # fmt: skip
+    """``x`` if it is a float tensor of shape ``(num_nodes, in_channels)`` (in ``dtype``, the
+    layer's parameters' dtype, when given); else a ``ValueError`` naming ``name``, the expected
+    and the given. ``layer`` names the layer in the dtype message."""
     if not isinstance(x, Tensor) or not x.is_floating_point():
         got = f"dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"{name} must be a float tensor of node features, got {got}")
@@ -34,7 +39,28 @@ def check_node_features(x: object, in_channels: int, *, name: str = "x") -> Tens
             f"{name} must have shape (num_nodes, {in_channels}) (one row of {in_channels} "
             f"features per node), got shape {tuple(x.shape)}"
         )
+    if dtype is not None:
+        check_dtype(x, dtype, name=name, layer=layer)
     return x
+
+
+_CAST = {torch.float32: "float()", torch.float64: "double()", torch.float16: "half()",
+         torch.bfloat16: "bfloat16()"}  # fmt: skip
+
+
+def check_dtype(t: Tensor, dtype: torch.dtype, *, name: str, layer: str = "the layer") -> None:
+    """A ``ValueError`` (as :class:`~attnlab.MultiHeadAttention`'s dtype check) naming
+    ``name``, its dtype, the layer's ``dtype`` and both ways to make them agree, unless ``t`` is
+    in ``dtype`` or autocast will cast it; otherwise torch's matmul error would come, naming
+    neither the argument nor the layer."""
+    if t.dtype == dtype or torch.is_autocast_enabled(t.device.type):
+        return
+    cast = _CAST.get(dtype, f"to({dtype})")
+    layer_cast = _CAST.get(t.dtype, f"to({t.dtype})")
+    raise ValueError(
+        f"{name} has dtype {t.dtype} but {layer}'s parameters are {dtype}; convert the input "
+        f"({name}.{cast}) or the layer (layer.{layer_cast})"
+    )
 
 
 def remove_self_loops(edge_index: Tensor, edge_attr: Tensor | None = None):

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..backends.edge_ops import edge_aggregate, edge_softmax
-from .edges import EdgeCache, SortedEdges, add_self_loops, check_node_features
+from .edges import EdgeCache, SortedEdges, add_self_loops, check_dtype, check_node_features
 
 __all__ = ["GATConv", "GATv2Conv"]
 
@@ -102,9 +102,14 @@ class _GraphAttention(nn.Module):
                 f"({edge_index.shape[1]}, {self.edge_dim}), got dtype {edge_attr.dtype} and "
                 f"shape {tuple(edge_attr.shape)}"
             )
+        check_dtype(ea, self.lin_edge.weight.dtype, name="edge_attr", layer=type(self).__name__)
         if keep is not None:
             _, ea = add_self_loops(edge_index[:, keep], ea[keep], n, self.fill_value)
         return edges, edges.sort(ea)
+
+    def _check_features(self, x: Tensor, weight: Tensor) -> None:
+        """``x`` ``(n, F)`` float in the dtype of ``weight`` (the layer's), or a ValueError."""
+        check_node_features(x, self.in_channels, dtype=weight.dtype, layer=type(self).__name__)
 
     def _edge_features(self, edge_attr: Tensor) -> Tensor:
         return self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)  # (E, H, C)
@@ -112,7 +117,9 @@ class _GraphAttention(nn.Module):
     def _finish(self, out: Tensor, edges: SortedEdges, alpha: Tensor, weights: bool):
         """Heads concatenated or averaged, bias added, the weights appended (in the order of
         the returned edge index, PyG's) when asked for."""
-        out = out.reshape(out.shape[0], -1) if self.concat else out.mean(dim=1)  # (n, H*C | C)
+        # H*C spelt out, not -1: an empty graph (n = 0) has nothing to infer -1 from.
+        hc = self.heads * self.out_channels
+        out = out.reshape(out.shape[0], hc) if self.concat else out.mean(dim=1)  # (n, H*C | C)
         if self.bias is not None:
             out = out + self.bias
         return (out, (edges.used, edges.unsort(alpha))) if weights else out
@@ -181,7 +188,8 @@ class GATConv(_GraphAttention):
     Shapes:
         x ``(n, F)``, dense or sparse COO (``nn.Linear`` multiplies it as it is);
         edge_index ``(2, E)`` long, edge ``(j, i)`` = ``j`` sends to ``i``; edge_attr
-        ``(E, edge_dim)`` or ``(E,)``. Output ``(n, H*C)`` or ``(n, C)``; with
+        ``(E, edge_dim)`` or ``(E,)``; ``x`` and ``edge_attr`` in the layer's dtype. Output
+        ``(n, H*C)`` or ``(n, C)`` (``n = 0``, an empty graph, included); with
         ``return_attention_weights=True``, ``(out, (edge_index_used, alpha (E', H)))``.
     """
 
@@ -229,7 +237,7 @@ class GATConv(_GraphAttention):
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None,
                 return_attention_weights: bool = False):  # fmt: skip
         """See the class docstring for the maths and shapes."""
-        check_node_features(x, self.in_channels)
+        self._check_features(x, self.lin.weight)
         n, H, C = x.shape[0], self.heads, self.out_channels
         edges, ea = self._prepare(edge_index, n, edge_attr)
         src, dst = edges.src, edges.dst
@@ -308,7 +316,7 @@ class GATv2Conv(_GraphAttention):
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None,
                 return_attention_weights: bool = False):  # fmt: skip
         """See the class docstring for the maths and shapes."""
-        check_node_features(x, self.in_channels)
+        self._check_features(x, self.lin_l.weight)
         n, H, C = x.shape[0], self.heads, self.out_channels
         edges, ea = self._prepare(edge_index, n, edge_attr)
         src, dst = edges.src, edges.dst

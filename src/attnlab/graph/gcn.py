@@ -65,8 +65,9 @@ class GCNConv(nn.Module):
 
     Shapes:
         x ``(n, F)``, dense or sparse COO (``nn.Linear`` multiplies it as it is);
-        edge_index ``(2, E)`` long; edge_weight ``(E,)`` float or None (ones).
-        Output ``(n, C)``.
+        edge_index ``(2, E)`` long; edge_weight ``(E,)`` float (any float dtype, used in
+        ``x``'s) or None (ones). ``x`` in the layer's dtype. Output ``(n, C)``; ``(0, C)`` for
+        an empty graph.
     """
 
     def __init__(self, in_channels: int, out_channels: int, add_self_loops: bool = True,
@@ -103,10 +104,8 @@ class GCNConv(nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         """See the class docstring for the maths and shapes."""
-        check_node_features(x, self.in_channels)
+        check_node_features(x, self.in_channels, dtype=self.lin.weight.dtype, layer="GCNConv")
         n = x.shape[0]
-        if edge_weight is not None:
-            _check_edge_weight(edge_weight, edge_index.shape[1])
 
         def make(ei: Tensor):
             if not self.normalize:
@@ -116,6 +115,11 @@ class GCNConv(nn.Module):
             return torch.stack([edges.src, edges.dst]), edges.sort(w)
 
         used, w = self._edges.get(edge_index, n, make, (x.dtype,))  # the graph's weights
+        if edge_weight is not None:
+            _check_edge_weight(edge_weight, edge_index.shape[1])
+            # The weights are data, not a parameter's input: any float dtype, used in x's (a
+            # float64 layer normalises in float64 whatever the weights came in).
+            edge_weight = edge_weight.to(x.dtype)
         if edge_weight is not None and self.normalize:
             used, w = gcn_norm(edge_index, edge_weight, n, add_self_loops=self.add_self_loops)
         elif not self.normalize:

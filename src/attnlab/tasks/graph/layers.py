@@ -138,7 +138,8 @@ class OriginalGATConv(GATConv):
         """See the module docstring for the maths and the class docstring for the shapes."""
         if edge_attr is not None:
             raise ValueError("OriginalGATConv takes no edge_attr (the authors' layer has none)")
-        check_node_features(x, self.in_channels)
+        check_node_features(x, self.in_channels, dtype=self.lin.weight.dtype,
+                            layer="OriginalGATConv")  # fmt: skip
         n = x.shape[0]
         edge_index = check_edge_index(edge_index, n).long()
         used = add_self_loops(remove_self_loops(edge_index)[0], None, n)[0]  # (2, E)
@@ -153,7 +154,8 @@ class OriginalGATConv(GATConv):
         dropped = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
         values = F.dropout(h, self.input_dropout, self.training) if self.input_dropout > 0 else h
         out = edge_aggregate(values, dropped, src, dst, n)  # (n, H, C)
-        out = out.reshape(n, -1) if self.concat else out.mean(dim=1)  # (n, H*C | C)
+        hc = self.heads * self.out_channels  # not -1: an empty graph has nothing to infer from
+        out = out.reshape(n, hc) if self.concat else out.mean(dim=1)  # (n, H*C | C)
         if self.bias is not None:
             out = out + self.bias
         return (out, (used, alpha)) if return_attention_weights else out
