@@ -1,7 +1,8 @@
 """Exact attention backends: interchangeable ways to compute :func:`attnlab.functional.attend`.
 
 * ``reference`` (:mod:`.reference`): :func:`~attnlab.functional.attend`, every score and
-  normalisation, returns the weights; ``O(i * j)`` memory.
+  normalisation, returns the weights; ``O(i * j)`` memory, so it refuses, before allocating, a
+  problem whose scores and weights would not fit in the memory available.
 * ``sdpa`` (:mod:`.sdpa`): ``F.scaled_dot_product_attention`` (a fused flash kernel on CPU), for
   dot-product scores with softmax.
 * ``flex`` (:mod:`.flex`): FlexAttention under ``torch.compile``, block-sparse for structured
@@ -126,6 +127,10 @@ def select_backend(p: Problem) -> Backend:
     A graph mask (``masks.graph``) runs on the edge list (``edges``) when its edges cover at
     most 3% of the ``i * j`` pairs or its dense mask would pass 2^28 pairs
     (:func:`~attnlab.backends.edges.edges_pay_off`), unless the weights or a bias are asked for.
+
+    Scores other than dot-product softmax run on ``chunked`` from 2^24 pairs, and below that
+    on ``reference`` unless its scores would not fit in memory. With the weights asked for,
+    ``reference`` it is, which refuses, naming the alternatives, what would not fit.
     """
     b, h, i, j = p.shape
     if p.need_weights:
@@ -146,7 +151,8 @@ def select_backend(p: Problem) -> Backend:
         return SDPABackend()
     if b * h * i * j >= _CHUNK_THRESHOLD:
         return ChunkedBackend()
-    return ReferenceBackend()
+    reference = ReferenceBackend()  # faster on short problems, unless they do not fit
+    return reference if reference.unsupported(p) is None else ChunkedBackend()
 
 
 def run_backend(name: str, p: Problem) -> tuple[Tensor, Tensor | None, str]:
@@ -158,10 +164,12 @@ def run_backend(name: str, p: Problem) -> tuple[Tensor, Tensor | None, str]:
     backend = select_backend(p) if name == "auto" else get_backend(name)
     reason = backend.unsupported(p)
     if reason is not None:
+        # auto refuses only what no backend computes: the weights, by the reference path, of
+        # a problem whose scores do not fit in memory.
+        chosen = " (auto's choice: the weights were asked for)" if name == "auto" else ""
         raise ValueError(
-            f"backend {backend.name!r} cannot compute this request: {reason}. "
-            "Use backend='auto' to pick one that can, or 'reference' / 'chunked', which "
-            "compute every score and normalization."
+            f"backend {backend.name!r}{chosen} cannot compute this request: {reason}. "
+            f"{backend.advice(p)}"
         )
     out, weights = backend(p)
     return out, weights, backend.name

@@ -63,6 +63,7 @@ class Backend:
     :meth:`refuses` says why it can never compute a score with a normalisation (checked once,
     when a layer is built; phrased to follow "backend NAME"); :meth:`unsupported` why it cannot
     compute one request (it includes :meth:`refuses`). Both return None when it can.
+    :meth:`advice` says what to use instead, after the reason (whole sentences).
     """
 
     name: str = "?"
@@ -73,6 +74,18 @@ class Backend:
     def unsupported(self, p: Problem) -> str | None:
         reason = self.refuses(p.score, p.normalize)
         return None if reason is None else f"it {reason}"
+
+    def advice(self, p: Problem) -> str:
+        """What computes ``p`` when :meth:`unsupported` refuses it (a sentence)."""
+        if p.need_weights:  # only the reference path returns them
+            return (
+                "Use backend='auto' or 'reference', which returns the weights and computes "
+                "every score and normalization."
+            )
+        return (
+            "Use backend='auto' to pick one that can, or 'reference' / 'chunked', which "
+            "compute every score and normalization."
+        )
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
