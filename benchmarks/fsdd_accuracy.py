@@ -22,6 +22,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import differences, refuse, run_differences  # noqa: E402
+
 from attnlab.cli import main as attnlab
 
 COMMON = ["--model.frontend.subsample=conv2d", "--train.lr=3e-3", "--train.log_every=0"]
@@ -36,9 +39,11 @@ CONFIGS = {
 def run(name: str, seed: int, epochs: int, out: Path, extra: list[str]) -> dict:
     run_dir = out / f"{name}-s{seed}"
     metrics = run_dir / "metrics.json"
+    args = ["train", "fsdd", f"--out_dir={run_dir}", f"--train.seed={seed}",
+            f"--train.epochs={epochs}", *COMMON, *CONFIGS[name], *extra]  # fmt: skip
+    if metrics.is_file() and (changes := run_differences(run_dir, "fsdd", args[2:])):
+        refuse(f"{run_dir}", changes, "give this run its own --out, or remove the directory")
     if not metrics.is_file():
-        args = ["train", "fsdd", f"--out_dir={run_dir}", f"--train.seed={seed}",
-                f"--train.epochs={epochs}", *COMMON, *CONFIGS[name], *extra]  # fmt: skip
         print("attnlab " + " ".join(args), flush=True)
         if attnlab(args) != 0:
             raise SystemExit(f"run {run_dir} failed")
@@ -71,10 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     print("| model | params | test accuracy (mean) | min - max | seeds |")
     print("|---|---:|---:|---:|---:|")
     print("\n".join(rows))
-    if windows:  # merged with earlier invocations' windows
+    if windows:  # merged with earlier invocations' windows of the same settings
         path = out / "windows.json"
+        setup = {"task": "fsdd", "epochs": args.epochs, "seeds": args.seeds, "extra": args.extra}
         known = json.loads(path.read_text()) if path.is_file() else {}
-        path.write_text(json.dumps({**known, **windows}, indent=1))
+        if known and (changes := differences(known.get("_config"), setup)):
+            print(f"{path}: its earlier windows {sorted(k for k in known if k != '_config')} "
+                  f"were made otherwise ({'; '.join(changes)}); replaced")  # fmt: skip
+            known = {}
+        path.write_text(json.dumps({**known, **windows, "_config": setup}, indent=1))
     return 0
 
 

@@ -5,9 +5,11 @@ its test metrics (greedy decoding of the best dev checkpoint), and optionally th
 checkpoint decoded with beam search (``--beam 5``), are appended to ``--out`` with the config,
 the steps, the wall time and the machine's load. ``--minutes M`` sizes ``train.max_steps`` so
 that training takes about ``M`` minutes: it first times a few training steps on this machine,
-now (a busy machine gets fewer steps). ``--collect RUN_DIR`` only records an existing run;
-with ``--average K ...`` also the mean weights of its last K epoch snapshots
-(``train.keep_epochs``), K chosen on dev.
+now (a busy machine gets fewer steps). ``--collect RUN_DIR`` only records an existing run,
+with the config from its own ``config.json``; a ``--preset`` or ``--a.b=value`` options given
+with it are checked against that config, and the run is refused, naming the differences, if it
+was not made with them; with ``--average K ...`` also the mean weights of its last K epoch
+snapshots (``train.keep_epochs``), K chosen on dev.
 ``--bucketing K`` trains nothing: it measures what ``train.bucket=K`` (length bucketing) saves,
 the share of padding in the batches of an epoch and the training words/s of the preset's model
 on plain and on bucketed batches, timed in alternating rounds in one process.
@@ -37,6 +39,7 @@ from attnlab.train.batching import bucket_batches, epoch_order, make_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
+from stored import refuse, run_lacks  # noqa: E402
 
 #: model and training options of each preset (over the task's defaults)
 PRESETS = {
@@ -204,7 +207,12 @@ def record(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", choices=sorted(PRESETS), default="transformer")
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="default transformer; with --collect: check the run was made with it",
+    )
     p.add_argument("--minutes", type=float, default=0.0, help="training budget (0: epochs)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--beam", type=int, default=1, help="also test with this beam width")
@@ -217,15 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bucketing", type=int, metavar="K", help="measure train.bucket=K instead")
     args, extra = p.parse_known_args(argv)
     out = Path(args.out) if args.out else None
+    if args.collect:
+        given = [*PRESETS.get(args.preset, []), *extra]
+        if given and (changes := run_lacks(args.collect, given)):
+            refuse(args.collect, changes, "--collect records a run as it was made")
+        record(Path(args.collect), out, beam=args.beam, extra={"collected": True},
+               average=args.average)  # fmt: skip
+        return 0
+    args.preset = args.preset or "transformer"
     if args.bucketing:
         options = [*PRESETS[args.preset], *extra]
         row = {**bucketing(options, args.bucketing), "machine": machine(),
                "load_avg": os.getloadavg()}  # fmt: skip
         emit(row, out)
-        return 0
-    if args.collect:
-        record(Path(args.collect), out, beam=args.beam, extra={"collected": True},
-               average=args.average)  # fmt: skip
         return 0
     run = Path(args.run_dir or f"runs/g2p-{args.preset}")
     options = [*PRESETS[args.preset], f"--train.epochs={args.epochs}", *extra]

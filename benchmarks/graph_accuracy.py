@@ -13,7 +13,11 @@ checkpoint files, and one forward pass per epoch serves dev and test (test metri
 when the rule selects the model, which equals testing ``best.pt`` at the end).
 
 Results go, one JSON line per run, to ``--out`` (appended, so an interrupted run keeps what it
-finished and a rerun skips what is done); the markdown table of mean +- std is printed.
+finished and a rerun skips what is done: a row of the same dataset, kind, seed, rule, layer,
+recipe, epoch cap and patience); the markdown table of mean +- std is printed. The table holds
+the rows of this command's datasets, kinds and seeds; rows of other rules, layers or recipes are
+labelled as such, and rows of another epoch cap or patience (or rows that do not record them,
+written before they were stored) are left out and listed under the table.
 
     OMP_NUM_THREADS=2 python benchmarks/graph_accuracy.py --datasets cora citeseer \
         --models gat:10 mlp:10 gcn:10 gatv2:3 graph_attention:3 full_lappe:3 \
@@ -42,6 +46,9 @@ import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import differences, keep_matching, left_out_note  # noqa: E402
 
 from attnlab.tasks import TASKS
 from attnlab.tasks.graph import GraphModelConfig, GraphOptions
@@ -107,7 +114,7 @@ def run_one(
                 break
     return {
         "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch, "select": select,
-        "variant": variant, "best_epoch": best_epoch,
+        "variant": variant, "best_epoch": best_epoch, "max_epochs": epochs, "patience": patience,
         **({"recipe": recipe} if (recipe := _recipe_name(l2, dropout)) else {}),
         "dev_accuracy": result["dev"]["accuracy"], "test_accuracy": result["test"]["accuracy"],
         "seconds": time.perf_counter() - start,
@@ -185,10 +192,19 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    plan = [(kind, int(n or 1)) for kind, _, n in (m.partition(":") for m in args.models)]
+    seeds = {kind: range(args.first_seed, args.first_seed + n) for kind, n in plan}
+    asked = [
+        r for r in rows if r["dataset"] in args.datasets and r["seed"] in seeds.get(r["model"], ())
+    ]
+    budget = {"max_epochs": args.epochs, "patience": args.patience}
+    rows, notes = keep_matching(
+        asked, lambda r: differences({k: r[k] for k in budget if k in r}, budget),
+        lambda r: f"{_label(r)} {r['dataset']} seed {r['seed']}",
+    )  # fmt: skip
     # Rows written before --select/--variant existed ran the accuracy rule ("task") and PyG.
     done = {(r["dataset"], r["model"], r["seed"], _RULE.get(r.get("select"), r.get("select")),
              r.get("variant", "pyg"), r.get("recipe", "")) for r in rows}  # fmt: skip
-    plan = [(kind, int(n or 1)) for kind, _, n in (m.partition(":") for m in args.models)]
     # Seed by seed, so that an interrupted run has a few seeds of everything.
     for i in range(max(n for _, n in plan)):
         seed = args.first_seed + i
@@ -204,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
                 with out.open("a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(json.dumps(row), file=sys.stderr, flush=True)
-    print(table(rows, args.table))
+    print(table(rows, args.table) if rows else "(no rows)")
+    if note := left_out_note(notes, out):
+        print("\n" + note)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Usage:
     # accuracy against training-set size (one `attnlab train fashion` run per point, resumable:
-    # a run whose metrics.json exists is read, not retrained)
+    # a run whose metrics.json exists is read, not retrained, if its config.json is what this
+    # command would train now; otherwise the sweep stops, naming the differences)
     python benchmarks/images.py --runs /tmp/images/runs --sizes 1000 5000 20000 0 \
         --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
     # any other --a.b=value option goes to every run (its directory is named after it; give
@@ -10,9 +11,13 @@ Usage:
     python benchmarks/images.py --runs /tmp/images/rel --encoders hybrid --sizes 0 \
         --model.encoder.positional=relative2d --out results/images_rel.jsonl
     # the plot from the jsonl (test accuracy vs train size, log x, error bars = std over seeds)
-    python benchmarks/images.py --plot docs/images_data_efficiency.png --out results/images.jsonl
-    # its markdown table (mean +- std over seeds, seeds in brackets)
-    python benchmarks/images.py --table --out results/images.jsonl
+    # and its markdown table (mean +- std over seeds, seeds in brackets): give them the sweep's
+    # own options; they use only the rows that sweep would have written (same train command
+    # but for --out_dir; encoder, size and seed among those given), and list the others
+    python benchmarks/images.py --plot docs/images_data_efficiency.png --sizes 1000 5000 20000 0 \
+        --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
+    python benchmarks/images.py --table --sizes 1000 5000 20000 0 --encoders cnn patches hybrid \
+        --seeds 0 --steps 600 --out results/images.jsonl
     # speed: images/s, training step and inference, every encoder, same batch, one process
     python benchmarks/images.py --speed [--batch 128] [--quick]
 
@@ -40,6 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
+from stored import differences, keep_matching, left_out_note, refuse, run_differences  # noqa: E402
 
 from attnlab.bench import time_call  # noqa: E402
 
@@ -77,6 +83,9 @@ def run_sweep(args: argparse.Namespace) -> None:
                 run_dir = Path(args.runs) / f"{encoder}-n{size}-s{seed}{_slug(args.extra)}"
                 metrics = run_dir / "metrics.json"
                 cmd = train_command(run_dir, encoder, size, seed, args.steps, args.extra)
+                if metrics.is_file() and (changes := run_differences(run_dir, "fashion", cmd[5:])):
+                    refuse(f"{run_dir}", changes, "give this sweep its own --runs, or remove "
+                           "the directory to train it again")  # fmt: skip
                 if not metrics.is_file():
                     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
                     subprocess.run([*cmd, "--overwrite"], check=True, env=env)
@@ -91,10 +100,37 @@ def run_sweep(args: argparse.Namespace) -> None:
                 print(json.dumps(row), flush=True)
 
 
-def _latest(out: str) -> dict[tuple[str, int, int], dict]:
-    """The rows of ``out`` by (encoder, train size, seed); a later line replaces an earlier."""
-    rows = [json.loads(line) for line in Path(out).read_text().splitlines() if line]
-    return {(r["encoder"], r["train_size"], r["seed"]): r for r in rows}
+def _latest(args: argparse.Namespace) -> tuple[dict[tuple[str, int, int], dict], str]:
+    """The rows of ``args.out`` that the sweep of these arguments would have written, by
+    (encoder, train size, seed) (a later line replaces an earlier), and the note naming the
+    rows left out: another train command than this sweep's, or, where the row's run directory
+    is still there, a ``config.json`` other than what that command trains today."""
+    rows = [json.loads(line) for line in Path(args.out).read_text().splitlines() if line]
+    sizes = {n or 55000 for n in args.sizes}
+    asked = [r for r in rows if r["encoder"] in args.encoders and r["train_size"] in sizes
+             and r["seed"] in args.seeds]  # fmt: skip
+
+    def changes(r: dict) -> list[str]:
+        size = 0 if r["train_size"] == 55000 else r["train_size"]
+        wanted = train_command(Path(), r["encoder"], size, r["seed"], args.steps, args.extra)
+        found = differences({"command": r.get("command")}, {"command": wanted[1:]})
+        run_dir = [o[len("--out_dir="):] for o in str(r.get("command")).split()
+                   if o.startswith("--out_dir=")]  # fmt: skip
+        if not found and run_dir and (Path(run_dir[0]) / "config.json").is_file():
+            found = run_differences(run_dir[0], "fashion", wanted[5:])
+        return found
+
+    kept, notes = keep_matching(
+        asked, changes, lambda r: f"{r['encoder']} n={r['train_size']} seed {r['seed']}"
+    )
+    note = left_out_note(notes, args.out)
+    if len(asked) < len(rows):
+        note += (f"\nNot shown: {len(rows) - len(asked)} row(s) of other encoders, sizes or "
+                 "seeds than --encoders/--sizes/--seeds.")  # fmt: skip
+    if not kept:
+        raise SystemExit(f"{args.out}: no row matches this command\n{note}")
+    latest = {(r["encoder"], r["train_size"], r["seed"]): r for r in kept}
+    return latest, note.strip()
 
 
 def _accuracies(latest: dict, encoder: str, size: int) -> list[float]:
@@ -104,8 +140,8 @@ def _accuracies(latest: dict, encoder: str, size: int) -> list[float]:
 
 def table(args: argparse.Namespace) -> None:
     """Print the markdown table: test accuracy mean +- std over seeds (and how many), per
-    encoder and training-set size."""
-    latest = _latest(args.out)
+    encoder and training-set size, from the rows this sweep's arguments would have written."""
+    latest, note = _latest(args)
     sizes = sorted({k[1] for k in latest})
     print("| encoder | parameters | " + " | ".join(f"{n:,}" for n in sizes) + " |")
     print("|---|---:|" + "---:|" * len(sizes))
@@ -117,6 +153,8 @@ def table(args: argparse.Namespace) -> None:
             cells.append(f"{statistics.mean(accs):.1f}{sd} ({len(accs)})" if accs else "-")
         params = next(r["parameters"] for k, r in latest.items() if k[0] == encoder)
         print(f"| {encoder} | {params:,} | " + " | ".join(cells) + " |")
+    if note:
+        print("\n" + note)
 
 
 def plot(args: argparse.Namespace) -> None:
@@ -125,7 +163,7 @@ def plot(args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    latest = _latest(args.out)
+    latest, note = _latest(args)
     fig = Figure(figsize=(4.2, 3.0))
     ax = fig.add_subplot(1, 1, 1)
     for encoder in sorted({k[0] for k in latest}):
@@ -146,6 +184,8 @@ def plot(args: argparse.Namespace) -> None:
     fig.tight_layout()
     fig.savefig(args.plot, dpi=90)
     print(f"wrote {args.plot}")
+    if note:
+        print(note)
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -203,8 +243,16 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--out", default="results/images.jsonl")
-    p.add_argument("--plot", help="draw the plot from --out into this PNG (no training)")
-    p.add_argument("--table", action="store_true", help="print the markdown table of --out")
+    p.add_argument(
+        "--plot",
+        help="draw the plot from --out into this PNG (no training); "
+        "only the rows the sweep of the other options would have written",
+    )
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="print the markdown table of --out (the same rows as --plot)",
+    )
     p.add_argument("--speed", action="store_true", help="measure images/s instead")
     p.add_argument("--speed-out", dest="speed_out", help="JSON file for --speed's rows")
     p.add_argument("--batch", type=int, default=128)
@@ -212,7 +260,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="short timings (a smoke test)")
     args, extra = p.parse_known_args()
     args.extra = extra
-    if args.extra and (args.speed or args.plot or args.table):
+    if args.extra and args.speed:
         p.error(f"unrecognized arguments: {' '.join(args.extra)}")
     if args.speed:
         speed(args)

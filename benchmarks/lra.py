@@ -21,10 +21,15 @@ the options of :func:`attnlab.bench.attention.scaled_options` (``max_len`` = the
 sequence, Reformer buckets of ~64 tokens; a kernel given as ``NAME:KEY=VALUE,...``, e.g.
 ``bigbird:block=16``, adds options of its own and names its results so). ``accuracy`` runs
 ``attnlab train listops`` per kernel (``--train.max_steps``; one process at a time; results
-appended to ``OUT/accuracy.json`` as runs finish, finished kernels skipped, a failure recorded
-with its error). ``speed`` times a training step (forward, loss, backward) on the same batch of
-``batch`` sequences of about ``length`` tokens for every kernel, and its peak tensor bytes;
-speed is reported relative to exact attention measured in the same process.
+appended to ``OUT/accuracy.json`` as runs finish, each with its train command, a failure
+recorded with its error; a kernel already there is skipped if its command is this one's, and
+stops the run, naming the differences, if not). ``speed`` times a training step (forward,
+loss, backward) on the same batch of ``batch`` sequences of about ``length`` tokens for every
+kernel, and its peak tensor bytes;
+speed is reported relative to exact attention measured in the same process; each row records
+its length, batch and seed. ``chart`` takes the options of both runs (the accuracy run's data
+sizes, lengths, steps, batch, seed and ``--extra``; the speed run's ``--length``) and draws
+only the kernels whose rows match them, listing the others in ``OUT/chart.md``.
 
 ``baselines`` scores three rules fitted on the training trees (a table of the most frequent
 answer per key) on the test trees: ``majority`` (one answer for all), ``operator`` (the answer
@@ -43,6 +48,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab.attention_config import AttentionConfig
 from attnlab.bench import time_call
@@ -97,19 +105,28 @@ def task_args(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
+def accuracy_command(args: argparse.Namespace, name: str) -> list[str]:
+    """The ``attnlab train`` options of kernel ``name``'s accuracy run (without ``--out_dir``)."""
+    return [
+        "-m", "attnlab", "train", "listops", *task_args(args),
+        *kernel_args(name, args.max_length), f"--train.max_steps={args.max_steps}",
+        "--train.epochs=1000", f"--train.batch_size={args.batch}", f"--train.seed={args.seed}",
+        "--train.log_every=0", *args.extra,
+    ]  # fmt: skip
+
+
 def run_accuracy(args: argparse.Namespace) -> dict:
     path = args.out / "accuracy.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     for name in kernels(args.kernels):
+        command = accuracy_command(args, name)
         if name in results:
+            changes = differences({"command": results[name].get("command")}, {"command": command})
+            if changes:
+                refuse(f"{path}: {name}", changes, "give this run its own --out")
             continue
         run = args.out / "runs" / name.replace(":", "_").replace("=", "").replace(",", "_")
-        cmd = [
-            sys.executable, "-m", "attnlab", "train", "listops", *task_args(args),
-            *kernel_args(name, args.max_length), f"--train.max_steps={args.max_steps}",
-            "--train.epochs=1000", f"--train.batch_size={args.batch}", f"--train.seed={args.seed}",
-            "--train.log_every=0", *args.extra, f"--out_dir={run}", "--overwrite",
-        ]  # fmt: skip
+        cmd = [sys.executable, *command, f"--out_dir={run}", "--overwrite"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             results[name] = {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -117,6 +134,7 @@ def run_accuracy(args: argparse.Namespace) -> dict:
             m = json.loads((run / "metrics.json").read_text())
             results[name] = {"accuracy": m["test"]["accuracy"], "dev": m["best_score"],
                              "steps": m["steps"]}  # fmt: skip
+        results[name]["command"] = command
         path.write_text(json.dumps(results, indent=1))
         print(name, results[name], flush=True)
     return results
@@ -163,6 +181,11 @@ def run_baselines(args: argparse.Namespace) -> dict:
     return results
 
 
+def speed_setup(args: argparse.Namespace) -> dict:
+    """What a speed row was measured on (``--repeats`` only sets the timing's precision)."""
+    return {"length": args.length, "batch": args.batch, "seed": args.seed}
+
+
 def run_speed(args: argparse.Namespace) -> dict:
     spec = ListOpsSpec(train=args.batch, dev=0, test=0, min_length=args.length // 2,
                        max_length=args.length, seed=args.seed)  # fmt: skip
@@ -187,6 +210,7 @@ def run_speed(args: argparse.Namespace) -> dict:
             results[name] = {"time_s": t, "peak_bytes": peak}
         except (ValueError, RuntimeError) as err:
             results[name] = {"error": str(err).splitlines()[0]}
+        results[name].update(speed_setup(args))
         print(name, results[name], flush=True)
     exact = results.get(EXACT, {}).get("time_s")
     for r in results.values():
@@ -205,7 +229,26 @@ def chart(args: argparse.Namespace) -> None:
 
     acc = json.loads((args.out / "accuracy.json").read_text())
     speed = json.loads((args.out / "speed.json").read_text())
+    # only rows made with this command's options: the others are listed, not drawn
+    setup = speed_setup(args)
+    kept, notes = keep_matching(
+        acc, lambda n: differences({"command": acc[n].get("command")},
+                                   {"command": accuracy_command(args, n)}),
+        lambda n: f"accuracy.json {n}",
+    )  # fmt: skip
+    fast, speed_notes = keep_matching(
+        speed, lambda n: differences({k: speed[n][k] for k in setup if k in speed[n]}, setup),
+        lambda n: f"speed.json {n}",
+    )  # fmt: skip
+    acc = {n: acc[n] for n in kept}
+    speed = {n: speed[n] for n in fast}
+    note = left_out_note(notes + speed_notes, args.out)
+    if note:
+        print(note)
     names = [n for n in acc if "accuracy" in acc[n] and "speedup" in speed.get(n, {})]
+    if not names:
+        raise SystemExit(f"{args.out}: no kernel has accuracy and speed rows made with this "
+                         "command's options")  # fmt: skip
     rows = ["| kernel | test accuracy | speed (x exact) | peak memory (MiB) |", "|---|---|---|---|"]
     for n in acc:
         a, s = acc[n], speed.get(n, {})
@@ -215,7 +258,7 @@ def chart(args: argparse.Namespace) -> None:
         rows[-1] += (
             f" {s['speedup']:.2f} | {s['peak_bytes'] / 2**20:.0f} |" if "speedup" in s else " | |"
         )
-    (args.out / "chart.md").write_text("\n".join(rows) + "\n")
+    (args.out / "chart.md").write_text("\n".join(rows) + "\n" + (f"\n{note}\n" if note else ""))
     peak = max(speed[n]["peak_bytes"] for n in names)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     # One colour per kernel, named in the legend: labels on the bubbles collide where several

@@ -10,8 +10,11 @@ Makes the dataset first if it is missing (``attnlab data make phones --sentences
 needs festival). Each row is one ``attnlab train phones`` run (one process at a time; set
 ``OMP_NUM_THREADS`` yourself); the results go to ``OUT/results.json`` (appended as rows finish,
 so a stopped run keeps its rows), ``OUT/table.md`` and ``OUT/windows_accuracy.json`` (test
-accuracy per window w, as ``benchmarks/speech_windows.py --accuracy`` plots it). Rows already
-in ``results.json`` are not run again. Accuracy only: each run's training speed is in its
+accuracy per window w, as ``benchmarks/speech_windows.py --accuracy`` plots it, with the
+settings it came from under ``"_config"``). Each row records its train command; a row already in
+``results.json`` is not run again if its command is this one's, and stops the run, naming the
+differences, if not; the table holds only the rows made with this command's options and lists
+the others. Accuracy only: each run's training speed is in its
 ``metrics.json`` but not reported here (measure speed on a quiet machine).
 
 The window w is the transformer's ``--model.encoder.window``: frame i attends to frames j with
@@ -25,6 +28,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import NOT_RECORDED, differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 #: the models compared, as ``attnlab train`` overrides; widths chosen for ~0.3 M parameters
 #: where the kind allows (the FC baselines are what the homework prescribes)
@@ -56,6 +62,21 @@ def rows(which: list[str], windows: list[int]) -> dict[str, list[str]]:
     return out
 
 
+def overrides_of(name: str) -> list[str] | None:
+    """The model overrides of the row ``name`` (``None``: not a row this script makes)."""
+    if name.startswith("self-attention w="):
+        return [*MODELS["self-attention"], f"--model.encoder.window={name.partition('=')[2]}"]
+    return MODELS.get(name)
+
+
+def train_command(args: argparse.Namespace, overrides: list[str], seed: int) -> list[str]:
+    """The ``attnlab train phones`` options of one row (without ``--out_dir``)."""
+    return ["-m", "attnlab", "train", "phones", f"--task_options.sentences={args.sentences}",
+            f"--task_options.seed={args.seed}", f"--train.epochs={args.epochs}",
+            f"--train.batch_size={args.batch_size}", f"--train.seed={seed}",
+            *overrides]  # fmt: skip
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sentences", type=int, default=500)
@@ -83,14 +104,15 @@ def main() -> int:
             continue
         for seed in args.seeds:
             key = f"{name} | seed {seed}"
+            command = train_command(args, overrides, seed)
             if key in results:
+                changes = differences({"command": results[key].get("command")},
+                                      {"command": command})  # fmt: skip
+                if changes:
+                    refuse(f"{results_file}: {key}", changes, "give this run its own --out")
                 continue
             run_dir = out / "runs" / f"{name.replace(' ', '_').replace('=', '')}-s{seed}"
-            cmd = [sys.executable, "-m", "attnlab", "train", "phones", "--overwrite",
-                   f"--out_dir={run_dir}", f"--task_options.sentences={args.sentences}",
-                   f"--task_options.seed={args.seed}", f"--train.epochs={args.epochs}",
-                   f"--train.batch_size={args.batch_size}", f"--train.seed={seed}",
-                   *overrides]  # fmt: skip
+            cmd = [sys.executable, *command, "--overwrite", f"--out_dir={run_dir}"]
             print(" ".join(cmd[1:]), flush=True)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -98,15 +120,28 @@ def main() -> int:
                 "model": name, "seed": seed, "parameters": metrics["parameters"],
                 "dev_accuracy": metrics["best_dev"]["accuracy"],
                 "test_accuracy": metrics["test"]["accuracy"], "overrides": overrides,
+                "command": command,
             }  # fmt: skip
             results_file.write_text(json.dumps(results, indent=1))
             print(f"  {key}: test frame accuracy {results[key]['test_accuracy']:.4f}", flush=True)
+
+    def changes(key: str) -> list[str]:
+        r = results[key]
+        overrides = overrides_of(r["model"])
+        if overrides is None:
+            return [f"model {r['model']!r}: {NOT_RECORDED} in this script"]
+        wanted = train_command(args, overrides, r["seed"])
+        return differences({"command": r.get("command")}, {"command": wanted})
+
+    kept, notes = keep_matching(results, changes, str)
+    note = left_out_note(notes, results_file)
+    results = {k: results[k] for k in kept}
     table = ["| model | parameters | seed | dev frame acc. | test frame acc. |",
              "|---|---:|---:|---:|---:|"]  # fmt: skip
     for r in results.values():
         table.append(f"| {r['model']} | {r['parameters']:,} | {r['seed']} | "
                      f"{100 * r['dev_accuracy']:.1f}% | {100 * r['test_accuracy']:.1f}% |")  # fmt: skip
-    (out / "table.md").write_text("\n".join(table) + "\n")
+    (out / "table.md").write_text("\n".join(table) + "\n" + (f"\n{note}\n" if note else ""))
     # test accuracy per window, in the form benchmarks/speech_windows.py --accuracy plots
     windows: dict[str, list[float]] = {}
     for r in results.values():
@@ -114,9 +149,14 @@ def main() -> int:
             w = r["model"].partition("w=")[2] or "full"
             windows.setdefault(w, []).append(r["test_accuracy"])
     if windows:
-        mean = {w: sum(v) / len(v) for w, v in windows.items()}
+        mean: dict = {w: sum(v) / len(v) for w, v in windows.items()}
+        mean["_config"] = {"task": "phones", "sentences": args.sentences, "seed": args.seed,
+                           "epochs": args.epochs, "batch_size": args.batch_size,
+                           "seeds": sorted({r["seed"] for r in results.values()})}  # fmt: skip
         (out / "windows_accuracy.json").write_text(json.dumps(mean, indent=1))
     print("\n".join(table))
+    if note:
+        print("\n" + note)
     return 0
 
 

@@ -13,8 +13,11 @@ every training position). A learned table has no vector beyond its ``max_len``: 
 ``max_len = L`` the evaluation fails, and the row records the error it gives; the row
 ``learned@4L`` sizes the table for 4L, so positions L..4L keep their untrained initial vectors.
 
-Results: ``OUT/results.json`` (appended as rows finish; rows already there are skipped),
-``OUT/table.md`` and the chart. Accuracy only: not a timing benchmark.
+Results: ``OUT/results.json`` (appended as rows finish, each with its train command and test
+size; an encoding already there is skipped if they are this command's, and stops the run,
+naming the differences, if not), ``OUT/table.md`` and the chart (the rows made with this
+command's options; the others are listed in ``table.md``). Accuracy only: not a timing
+benchmark.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab.tasks.longrange import make_positions
 
@@ -62,6 +68,18 @@ def evaluate(run: Path, data: Path) -> float | str:
     return json.loads("{" + done.stdout.strip().split(": {", 1)[1])["accuracy"]
 
 
+def setup(args: argparse.Namespace, name: str) -> dict:
+    """What a row of encoding ``name`` was made with: its train command and the test files'
+    size (their lengths, ``k`` and seeds follow from the command)."""
+    train = [
+        "train", "positions", f"--task_options.length={args.length}", f"--task_options.k={args.k}",
+        f"--task_options.train={args.train}", f"--task_options.seed={args.seed}",
+        f"--train.epochs={args.epochs}", f"--train.seed={args.seed}", "--train.log_every=0",
+        *encoding_args(name, args.length), *args.extra,
+    ]  # fmt: skip
+    return {"train": train, "test_examples": args.test}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--length", type=int, default=32)
@@ -87,22 +105,28 @@ def main(argv: list[str] | None = None) -> int:
     results_file = args.out / "results.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
     for name in args.encodings:
+        made = setup(args, name)
         if name in results:
+            changes = differences(results[name].get("setup"), made)
+            if changes:
+                refuse(f"{results_file}: {name}", changes, "give this run its own --out")
             continue
         run = args.out / name
-        train = [
-            "train", "positions", f"--task_options.length={L}", f"--task_options.k={args.k}",
-            f"--task_options.train={args.train}", f"--task_options.seed={args.seed}",
-            f"--train.epochs={args.epochs}", f"--train.seed={args.seed}", "--train.log_every=0",
-            *encoding_args(name, L), *args.extra, f"--out_dir={run}", "--overwrite",
-        ]  # fmt: skip
-        done = attnlab(*train)
+        done = attnlab(*made["train"], f"--out_dir={run}", "--overwrite")
         if done.returncode != 0:
             results[name] = {"error": done.stderr.strip().splitlines()[-1]}
         else:
             results[name] = {f"{s}L": evaluate(run, files[s]) for s in SCALES}
+        results[name]["setup"] = made
         results_file.write_text(json.dumps(results, indent=1))
         print(name, results[name], flush=True)
+    kept, notes = keep_matching(
+        results, lambda n: differences(results[n].get("setup"), setup(args, n)), str
+    )
+    results = {n: results[n] for n in kept}
+    args.note = left_out_note(notes, results_file)
+    if args.note:
+        print(args.note)
     write_table(results, args, L)
     chart(results, args.chart, L)
     return 0
@@ -115,7 +139,8 @@ def write_table(results: dict, args: argparse.Namespace, L: int) -> None:
         cells = [r.get(f"{s}L", r.get("error", "")) for s in SCALES]
         rows.append(f"| {name} | " + " | ".join(
             f"{c:.1%}" if isinstance(c, float) else f"error: {c}" for c in cells) + " |")  # fmt: skip
-    (args.out / "table.md").write_text(head + "\n".join(rows) + "\n")
+    note = f"\n{args.note}\n" if args.note else ""
+    (args.out / "table.md").write_text(head + "\n".join(rows) + "\n" + note)
 
 
 def chart(results: dict, out: Path, L: int) -> None:

@@ -29,8 +29,11 @@ and budget); test accuracy per distance. ``--pooling`` is every model's readout:
 (the task's default, a learned query over all positions) or ``last`` (the query's own position,
 the last token: where a forward RNN has read everything).
 
-Each part writes ``OUT/<part>.json`` (recall: appended as runs finish, finished runs skipped),
-``OUT/<part>.md`` and ``docs/rnn_vs_attention_<part>.png``.
+Each part writes ``OUT/<part>.json`` (recall: appended to ``OUT/recall_runs.json`` as runs
+finish, each with its train command; a run already there is skipped if its command is this
+one's, and stops the part, naming the differences, if not; the table and plot hold only the
+runs made with this command's options and list the others), ``OUT/<part>.md`` and
+``docs/rnn_vs_attention_<part>.png``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from typing import Any
 
 import torch
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import NOT_RECORDED, differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab import KVCache, MultiHeadAttention, RecurrentCache, masks
 from attnlab.bench import time_call
@@ -145,32 +151,53 @@ RECALL_MODELS: dict[str, list[str]] = {
 }  # fmt: skip
 
 
-def run_recall(args: argparse.Namespace) -> dict[str, Any]:
+def recall_command(args: argparse.Namespace, name: str, d: int) -> list[str]:
+    """The ``attnlab train`` options of model ``name``'s recall run at distance ``d``."""
+    return [
+        "-m", "attnlab", "train", "recall",
+        f"--task_options.distance={d}", f"--task_options.train={args.train}",
+        f"--train.epochs={args.epochs}", "--train.log_every=0", f"--train.seed={args.seed}",
+        f"--model.head.pooling={args.pooling}", *RECALL_MODELS[name],
+    ]  # fmt: skip
+
+
+def run_recall(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The recall runs of this command (trained, or read back if made with the same command),
+    and the note naming the runs of ``recall_runs.json`` made with other options."""
     path = args.out / "recall_runs.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     for d in args.distances:
         for name in args.models:
             key = f"{name}@{d}" + ("" if args.pooling == "attention" else f"-{args.pooling}")
+            command = recall_command(args, name, d)
             if key in results:
+                changes = differences({"command": results[key].get("command")},
+                                      {"command": command})  # fmt: skip
+                if changes:
+                    refuse(f"{path}: {key}", changes, "give this run its own --out")
                 continue
             run = args.out / "recall_runs" / key
-            cmd = [
-                sys.executable, "-m", "attnlab", "train", "recall",
-                f"--task_options.distance={d}", f"--task_options.train={args.train}",
-                f"--train.epochs={args.epochs}", "--train.log_every=0", f"--train.seed={args.seed}",
-                f"--model.head.pooling={args.pooling}", *RECALL_MODELS[name],
-                f"--out_dir={run}", "--overwrite",
-            ]  # fmt: skip
-            done = subprocess.run(cmd, capture_output=True, text=True)
+            done = subprocess.run([sys.executable, *command, f"--out_dir={run}", "--overwrite"],
+                                  capture_output=True, text=True)  # fmt: skip
             if done.returncode != 0:
                 results[key] = {"error": done.stderr.strip().splitlines()[-1]}
             else:
                 metrics = json.loads((run / "metrics.json").read_text())
-                results[key] = {"model": name, "distance": d, "pooling": args.pooling,
-                                "accuracy": metrics["test"]["accuracy"]}  # fmt: skip
+                results[key] = {"accuracy": metrics["test"]["accuracy"]}
+            results[key].update(model=name, distance=d, pooling=args.pooling, command=command)
             path.write_text(json.dumps(results, indent=1))
-            print(key, results[key], flush=True)
-    return results
+            print(key, results[key]["accuracy" if "accuracy" in results[key] else "error"],
+                  flush=True)  # fmt: skip
+
+    def changes(key: str) -> list[str]:
+        r = results[key]
+        if r.get("model") not in RECALL_MODELS or "distance" not in r:
+            return [f"how it was made is {NOT_RECORDED}"]
+        wanted = recall_command(args, r["model"], r["distance"])
+        return differences({"command": r.get("command")}, {"command": wanted})
+
+    kept, notes = keep_matching(results, changes, str)
+    return {k: results[k] for k in kept}, left_out_note(notes, path)
 
 
 # ---------------------------------------------------------------------------------- output
@@ -225,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = dict(dim=args.dim, heads=args.heads, batch=args.batch, repeats=args.repeats)
+    note = ""  # recall: the runs of recall_runs.json left out (another command's)
     if args.part == "speed":
         rows = bench_speed(args.lengths, **sizes)
         cols, x, y = ["model", "n", "time_s", "tokens_per_s", "peak_bytes"], "n", "time_s"
@@ -234,15 +262,17 @@ def main(argv: list[str] | None = None) -> int:
         cols, x, y = ["model", "p", "time_s", "peak_bytes", "state_bytes"], "p", "time_s"
         title = f"one decoding step at position p, width {args.dim}, batch {args.batch}"
     else:
-        rows = [r for r in run_recall(args).values()
-                if "accuracy" in r and r.get("pooling", "attention") == args.pooling]  # fmt: skip
+        runs, note = run_recall(args)
+        rows = [r for r in runs.values() if "accuracy" in r]
         cols, x, y = ["model", "distance", "accuracy"], "distance", "accuracy"
         title = (
             f"recall: test accuracy against distance ({args.train} examples, {args.epochs} "
             f"epochs, {args.pooling} pooling)"
         )
     (args.out / f"{args.part}.json").write_text(json.dumps(rows, indent=1))
-    (args.out / f"{args.part}.md").write_text(table(rows, cols))
+    if note:
+        print(note)
+    (args.out / f"{args.part}.md").write_text(table(rows, cols) + (f"\n{note}\n" if note else ""))
     plot(rows, x, y, args.docs / f"rnn_vs_attention_{args.part}.png", title=title,
          logy=args.part != "recall")  # fmt: skip
     if args.part != "recall":

@@ -9,8 +9,10 @@ reports its test accuracy (the test set is never used to choose anything). SST-2
 dev file; TREC has none, so its dev split is a seeded 10% of train (``load_sentences``), the
 same for every run. Embeddings are 300-d, randomly initialised (Kim's "rand"), no character
 features, words lowercased. One JSON file per run under ``--out`` (a finished run is read back,
-not retrained; an interrupted one resumes from its ``last.pt``); the markdown table goes to
-stdout.
+not retrained, if it records the overrides this script gives its variant and seed now, and
+stops the script, naming the differences, if not; an interrupted one resumes from its
+``last.pt``); the markdown table goes to stdout (``--report``: the finished runs whose
+overrides match; the others are listed under it).
 An ensemble variant's seed ``s`` trains (or reads back) ``MEMBERS`` runs of its base variant,
 seeds ``3s .. 3s + 2``, and evaluates their averaged class probabilities (``attnlab eval RUN
 RUN RUN`` does the same from the command line).
@@ -29,6 +31,9 @@ import sys
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab.train import Trainer, load_ensemble, resolve_config
 
@@ -94,15 +99,48 @@ def slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text).strip("_")[:60]
 
 
-def run(task: str, name: str, seed: int, out: Path, quick: bool) -> dict:
-    path = out / task / f"{slug(name)}_seed{seed}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+def overrides_of(task: str, name: str, seed: int, quick: bool) -> list[str]:
+    """The ``attnlab train`` overrides of one run of variant ``name``."""
     overrides = [*COMMON, *BUDGET[task], *VARIANTS[name], f"--train.seed={seed}"]
     if quick:
         overrides += [*QUICK, "--task_options.train_file=tests/tasks/data/sentiment.train.txt",
                       "--task_options.dev_file=tests/tasks/data/sentiment.test.txt",
                       "--task_options.test_file=tests/tasks/data/sentiment.test.txt"]  # fmt: skip
+    return overrides
+
+
+def wanted(task: str, name: str, seed: int, quick: bool) -> dict:
+    """What a row of ``name``'s seed ``seed`` records when this script makes it now."""
+    if name in ENSEMBLES:
+        base, seeds = ENSEMBLES[name], [MEMBERS * seed + k for k in range(MEMBERS)]
+        return {"overrides": overrides_of(task, base, seeds[0], quick)[:-1], "member_seeds": seeds}
+    return {"overrides": overrides_of(task, name, seed, quick)}
+
+
+def row_changes(row: dict, quick: bool) -> list[str]:
+    """How a stored row differs from what this script would make for it now."""
+    if row["variant"] not in VARIANTS and row["variant"] not in ENSEMBLES:
+        return [f"variant {row['variant']!r} is no longer in this script"]
+    want = wanted(row["task"], row["variant"], row["seed"], quick)
+    return differences({k: row.get(k) for k in want}, want)
+
+
+def read_back(path: Path, quick: bool) -> dict | None:
+    """The finished run's row at ``path`` (None if there is none); stops if it was made with
+    other overrides than this script gives it now."""
+    if not path.is_file():
+        return None
+    row = json.loads(path.read_text())
+    if changes := row_changes(row, quick):
+        refuse(f"{path}", changes, "give this run its own --out, or remove the file")
+    return row
+
+
+def run(task: str, name: str, seed: int, out: Path, quick: bool) -> dict:
+    path = out / task / f"{slug(name)}_seed{seed}.json"
+    if (row := read_back(path, quick)) is not None:
+        return row
+    overrides = overrides_of(task, name, seed, quick)
     cfg = resolve_config(task=task, overrides=overrides)
     cfg.out_dir = str(path.with_suffix(""))
     # an interrupted run continues from its last.pt (exact resume); anything else starts over
@@ -126,8 +164,8 @@ def run_ensemble(task: str, name: str, seed: int, out: Path, quick: bool) -> dic
     """Seed ``seed`` of the ensemble ``name``: its members trained (or read back) as runs of the
     base variant, then their averaged probabilities evaluated on dev and test."""
     path = out / task / f"{slug(name)}_seed{seed}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+    if (row := read_back(path, quick)) is not None:
+        return row
     base = ENSEMBLES[name]
     seeds = [MEMBERS * seed + k for k in range(MEMBERS)]
     members = [run(task, base, s, out, quick) for s in seeds]
@@ -188,11 +226,18 @@ def main(argv: list[str] | None = None) -> None:
     tasks = ["sst2"] if args.quick else args.tasks
     if args.report:
         found = [out / t / f"{slug(n)}_seed{s}.json" for n in names for t in tasks for s in seeds]
-        rows = [json.loads(p.read_text()) for p in found if p.is_file()]
+        rows, notes = keep_matching(
+            [json.loads(p.read_text()) for p in found if p.is_file()],
+            lambda r: row_changes(r, args.quick),
+            lambda r: f"{r['task']} {r['variant']} seed {r['seed']}",
+        )  # fmt: skip
     else:
         rows = [(run_ensemble if n in ENSEMBLES else run)(t, n, s, out, args.quick)
                 for n in names for t in tasks for s in seeds]  # fmt: skip
+        notes = []
     print(table(rows, tasks))
+    if note := left_out_note(notes, out):
+        print("\n" + note)
 
 
 if __name__ == "__main__":

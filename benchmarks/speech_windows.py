@@ -13,7 +13,9 @@ the banded ``local`` kernel (``--model.encoder.attention.kernel=local``), random
 tokens = frames), one utterance for latency (eval, no grad). A frame is 10 ms, so 100 frames is
 an FSDD digit and 1,000 frames ten seconds of speech. ``--accuracy`` is a JSON
 ``{"4": 0.97, ..., "full": 0.98}`` of measured test accuracies (BENCHMARKS.md gives the
-command) to draw beside the speeds.
+command) to draw beside the speeds; the settings they were measured with (its ``"_config"``, as
+``fsdd_accuracy.py`` and ``phones_compare.py`` write it) are printed and named in the plot,
+or said to be not recorded.
 """
 
 from __future__ import annotations
@@ -86,7 +88,9 @@ def plot(rows: list[dict], accuracy: dict | None, path: Path) -> None:
     ax = 0
     if accuracy:
         axes[0].plot(x, [accuracy.get(k) for k in labels], "o-")
-        axes[0].set_title("fsdd test accuracy")
+        setup = accuracy.get("_config")
+        made = ", ".join(f"{k} {v}" for k, v in setup.items()) if setup else "settings not recorded"
+        axes[0].set_title(f"test accuracy\n({made})", fontsize=7)
         ax = 1
     for frames, kind in sorted({(r["frames"], r["path"]) for r in rows}):
         sel = {str(r["window"]): r for r in rows if r["frames"] == frames and r["path"] == kind}
@@ -127,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine(), "batch": batch, "rows": rows}, indent=1))
     accuracy = json.loads(Path(args.accuracy).read_text()) if args.accuracy else None
+    if accuracy is not None:
+        print(f"accuracy from {args.accuracy}, made with: "
+              f"{accuracy.get('_config') or 'settings not recorded'}")  # fmt: skip
     plot(rows, accuracy, Path(args.plot))
     print(f"wrote {out} and {args.plot}")
     return 0

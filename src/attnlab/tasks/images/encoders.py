@@ -160,7 +160,8 @@ class HybridConfig(_AttentionSettings):
     of 128), then one attention block of width 112 (4 heads, feed-forward 112) over their 7x7
     map, mean pooled as the CNN is: 322k parameters against the CNN's 288k. Attention *in
     place of* the CNN's third stage (``stem_tail=0, dim=96, depth=3, ff_hidden=0``, the CNN's
-    size) trained to 0.2-0.3 points below the CNN; after it, 0.26 above it (BENCHMARKS.md).
+    size) trained to 0.2-0.3 points below the CNN on test; after it, 0.26 above it on test but
+    0.18 below it on dev, so selected on dev the CNN leads (BENCHMARKS.md).
 
     Args:
         stem: channels of the stem's first stage (doubling at each following stage).
