@@ -20,6 +20,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev,peers]'
+	# timm (a peer: the from_timm converters are checked against it) without its dependencies:
+	# it requires torchvision, and no torchvision wheel fits the CPU torch above (pip would pull
+	# a CUDA torch over it). Its other dependencies are in the peers extra; its tests import it
+	# against a stub of torchvision (tests/timm_without_torchvision.py).
+	$(PY) -m pip install -q --no-deps timm==1.0.31
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,8 +1,8 @@
 """Every backend computes exactly what the reference path computes, for every request it claims,
 and refuses by name the ones it cannot compute.
 
-FlexAttention compiles (seconds per mask kind on CPU): its tests carry the ``compile`` marker,
-and only a few mask kinds, at one shared shape, run outside ``slow``.
+FlexAttention compiles (seconds per mask kind on CPU): its tests carry the ``compile`` marker
+and share one shape, so that each costs one compilation per mask kind.
 """
 
 from __future__ import annotations
@@ -339,16 +339,17 @@ def test_get_backend():
 
 
 # ---- flex (compiled) -----------------------------------------------------------------------------
-#: one shared shape: a new shape or mask kind costs a compilation
-FLEX_SHAPE = dict(b=2, h=2, i=256, d=16)
-FLEX_DEFAULT_KINDS = ["causal", "causal&padding"]  # + test_attention's auto flex, at n=320
-FLEX_SLOW_KINDS = ["local|global", "local", "local_causal", "padding", "graph", "global_tokens", "causal&tensor", "tensor"]  # fmt: skip
-FLEX_KINDS = FLEX_DEFAULT_KINDS + [pytest.param(k, marks=pytest.mark.slow) for k in FLEX_SLOW_KINDS]
+#: One shared shape: dynamo guards on the shapes (flex is compiled with dynamic=False), so a new
+#: shape would cost another compilation. n = 320 is 2.5 blocks of 128: every mask kind also meets
+#: a partial last block. tests/masks/test_block_cache.py runs causal&padding at this shape too.
+FLEX_SHAPE = dict(b=2, h=2, i=320, d=16)
+#: every mask kind of conftest.MASK_KINDS but "none" (test_flex_plain_dot_score): one compilation
+#: each (dynamo guards on the mask's class and its Python parameters), ~5 s on a 2-core CPU
+FLEX_KINDS = ["causal", "causal&padding", "local|global", "local", "local_causal", "padding", "graph", "global_tokens", "causal&tensor", "tensor"]  # fmt: skip
 
 
-def flex_case(mask, score="scaled_dot", **shape):
-    shape = FLEX_SHAPE | shape
-    p = make_problem(score, "softmax", mask, False, dtype=torch.float32, requires_grad=False, **shape)  # fmt: skip
+def flex_case(mask, score="scaled_dot"):
+    p = make_problem(score, "softmax", mask, False, dtype=torch.float32, requires_grad=False, **FLEX_SHAPE)  # fmt: skip
     with torch.no_grad():
         out, _, ran = run_backend("flex", p)
     assert ran == "flex"
@@ -358,22 +359,41 @@ def flex_case(mask, score="scaled_dot", **shape):
 @pytest.mark.compile
 @pytest.mark.parametrize("mask_kind", FLEX_KINDS)
 def test_flex_equals_reference(mask_kind, make_mask):
-    p, out = flex_case(make_mask(mask_kind, 2, 2, 256))
+    b, h, n = FLEX_SHAPE["b"], FLEX_SHAPE["h"], FLEX_SHAPE["i"]
+    p, out = flex_case(make_mask(mask_kind, b, h, n))
     torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)
     if mask_kind == "causal&padding":  # the last sequence is empty: zeros, not NaN
         assert (out[-1] == 0).all()
 
 
 @pytest.mark.compile
-@pytest.mark.slow  # the default run covers n=320 through MultiHeadAttention (test_attention)
-def test_flex_sequence_length_not_a_multiple_of_the_block():
-    p, out = flex_case(masks.causal() & masks.padding([190, 0]), i=200)
+def test_flex_plain_dot_score():
+    # Unscaled scores (scale=1 into the kernel), and no mask at all (no block mask). The scale is
+    # a constant of the compiled kernel, independent of the mask: one case covers both.
+    p, out = flex_case(None, score="dot")
     torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)
 
 
-@pytest.mark.compile
-@pytest.mark.slow
-@pytest.mark.parametrize("mask", [None, masks.causal()], ids=["none", "causal"])
-def test_flex_plain_dot_score(mask):
-    p, out = flex_case(mask, score="dot")
+def test_flex_never_runs_uncompiled(monkeypatch):
+    """Past its recompile limit dynamo would run flex_attention uncompiled on dense scores (its
+    "SOLUTION: Use torch.compile(flex_attention)" warning): backend='flex' refuses, naming
+    sdpa, and auto runs sdpa instead, with a warning. (The limit's hit is simulated here; a
+    real one costs RECOMPILE_LIMIT compilations.)"""
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    import attnlab.backends.flex as flex
+
+    def limit_hit(*args, **kwargs):
+        raise FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit")
+
+    monkeypatch.setattr(flex, "_flex_attention", lambda: limit_hit)
+    mask = masks.local(8)
+    p = make_problem("scaled_dot", "softmax", mask, False, dtype=torch.float32,
+                     requires_grad=False, b=1, h=2, i=64, d=8)  # fmt: skip
+    with pytest.raises(flex.FlexRecompileLimit, match="would now run uncompiled.*backend='sdpa'"):
+        run_backend("flex", p)
+    monkeypatch.setattr("attnlab.backends.select_backend", lambda p: flex.FlexBackend())
+    with pytest.warns(UserWarning, match="auto runs sdpa instead"):
+        out, _, ran = run_backend("auto", p)
+    assert ran == "sdpa"
     torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)

@@ -2,9 +2,10 @@
 
 Each converted module is checked against its source module in float64 (outputs to 1e-10), with
 masks where the source takes them. The peers (``transformers``, ``timm``) are optional: their
-tests skip with a reason without them. timm's ViT also needs a torchvision built for the
-installed torch; so that the timm converters are always checked, the ``mirror`` variant runs
-them against a small copy of timm 1.0's ``Attention`` / ``Block`` / ``Mlp`` forward written here.
+tests skip with a reason without them. timm is imported against a stub of torchvision where no
+torchvision fits the installed torch (``tests/timm_without_torchvision.py``; its ViT never calls
+torchvision). The ``mirror`` variant also runs the timm converters against a small copy of timm
+1.0's ``Attention`` / ``Block`` / ``Mlp`` forward written here, so they are checked without timm.
 
 Legend: ``b`` batch, ``n`` positions, ``h`` heads.
 """
@@ -29,9 +30,12 @@ from attnlab.convert import (
     mask_from_hf,
 )
 
+from .timm_without_torchvision import import_timm
+
 DIM, HEADS, F64 = 16, 4, torch.float64
 TOL = {"atol": 1e-10, "rtol": 0}
 LENGTHS = [6, 4]  # (b,) valid lengths of a padded batch of n = 6
+TIMM_VERSION = "1.0.31"  # the version the Makefile installs
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -291,7 +295,7 @@ def test_mask_from_hf_refuses_other_values_and_shapes():
 # ---- timm ViT -------------------------------------------------------------------------------
 # A copy of the forward passes of timm 1.0's Attention (non-fused path), Mlp and Block
 # (timm/layers/attention.py, timm/layers/mlp.py, timm/models/vision_transformer.py), with the
-# same class and attribute names, so the converters are checked where timm does not import.
+# same class and attribute names, so the converters are checked without timm.
 class Attention(nn.Module):
     def __init__(self, dim, num_heads=8, qkv_bias=False, qk_norm=False, proj_bias=True,
                  attn_drop=0.0, proj_drop=0.0, norm_layer=None):  # fmt: skip
@@ -382,15 +386,19 @@ def vit(request):
     """Where ``Attention`` / ``Block`` / ``GELUTanh`` come from: the copy above, or timm."""
     if request.param == "mirror":
         return {"Attention": Attention, "Block": Block, "GELUTanh": GELUTanh}
+    # timm imports against a stub of torchvision where no torchvision fits the installed torch
+    # (tests/timm_without_torchvision.py); any other failure to import it is an error, not a skip
     try:
-        from timm.layers import GELUTanh as TimmGELUTanh
-        from timm.models import vision_transformer as vt
-    except Exception as err:  # not installed, or no torchvision built for this torch
+        layers = import_timm("timm.layers")
+    except ModuleNotFoundError as err:
+        if err.name != "timm":
+            raise
         pytest.skip(
-            f"timm's ViT does not import here ({type(err).__name__}: {err}); install the peers "
-            "extra with a torchvision matching the installed torch"
+            "timm is not installed: `make install` installs it (or, after the peers extra, "
+            f"`pip install --no-deps timm=={TIMM_VERSION}`: torchvision is not needed)"
         )
-    return {"Attention": vt.Attention, "Block": vt.Block, "GELUTanh": TimmGELUTanh}
+    vt = import_timm("timm.models.vision_transformer")
+    return {"Attention": vt.Attention, "Block": vt.Block, "GELUTanh": layers.GELUTanh}
 
 
 def padding_bool(lengths: list[int], n: int) -> torch.Tensor:

@@ -32,6 +32,8 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
+import warnings
+
 from torch import Tensor
 
 from ..masks import Dense, Mask
@@ -41,7 +43,7 @@ from .base import BACKENDS, Backend, Problem
 # Importing a backend's module registers it in BACKENDS (listed by name, sorted).
 from .chunked import ChunkedBackend
 from .edges import EdgeListBackend, edges_pay_off
-from .flex import FlexBackend
+from .flex import FlexBackend, FlexRecompileLimit
 from .reference import ReferenceBackend
 from .sdpa import SDPABackend
 
@@ -171,5 +173,12 @@ def run_backend(name: str, p: Problem) -> tuple[Tensor, Tensor | None, str]:
             f"backend {backend.name!r}{chosen} cannot compute this request: {reason}. "
             f"{backend.advice(p)}"
         )
-    out, weights = backend(p)
+    try:
+        out, weights = backend(p)
+    except FlexRecompileLimit as err:
+        if name != "auto":
+            raise
+        warnings.warn(f"{err}: auto runs sdpa instead", stacklevel=2)
+        backend = SDPABackend()
+        out, weights = backend(p)
     return out, weights, backend.name

@@ -19,6 +19,17 @@ __all__ = ["FlexBackend"]
 
 _compiled_flex = None
 
+#: compiled variants of ``flex_attention`` one process may make (one per mask kind and its
+#: parameters, score scale, shape and strides; each costs seconds of C++ compilation on CPU).
+#: Past dynamo's default limit (8) it would silently run ``flex_attention`` uncompiled: dense
+#: ``(b, h, i, j)`` scores, no block sparsity, far slower. Here that is an error instead
+#: (:class:`FlexRecompileLimit`), which ``auto`` answers by running ``sdpa``.
+RECOMPILE_LIMIT = 64
+
+
+class FlexRecompileLimit(ValueError):
+    """``flex`` would have run uncompiled: :data:`RECOMPILE_LIMIT` variants were compiled."""
+
 
 def _flex_attention():
     """``flex_attention`` compiled once per process (FlexAttention runs on CPU only compiled)."""
@@ -28,6 +39,25 @@ def _flex_attention():
 
         _compiled_flex = torch.compile(flex_attention, dynamic=False)
     return _compiled_flex
+
+
+def _run_compiled(*args, **kwargs) -> Tensor:
+    """The compiled ``flex_attention``, refusing to fall back to its uncompiled self."""
+    if torch.compiler.is_compiling():  # traced into an outer compiled model: its rules apply
+        return _flex_attention()(*args, **kwargs)
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    try:
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT,
+                                        fail_on_recompile_limit_hit=True):  # fmt: skip
+            return _flex_attention()(*args, **kwargs)
+    except FailOnRecompileLimitHit:
+        raise FlexRecompileLimit(
+            f"backend 'flex' has compiled {RECOMPILE_LIMIT} variants in this process (one per "
+            "mask kind, score scale, shape and strides), and would now run uncompiled on dense "
+            "scores; use backend='sdpa' (the same result with a dense mask), or pad inputs to "
+            "a few lengths"
+        ) from None
 
 
 #: dtypes PyTorch's CPU FlexAttention kernel accepts (float64 fails inside inductor)
@@ -75,5 +105,5 @@ class FlexBackend(Backend):
         # FlexAttention already returns zeros for queries with no allowed key (its row sum is
         # zero), so no dense O(i * j) clean-up is needed here; tests/test_backends.py checks it.
         scale = p.score.fused_scale(p.q.shape[-1])
-        out = _flex_attention()(p.q, p.k, p.v, block_mask=self.block_mask(p), scale=scale)
+        out = _run_compiled(p.q, p.k, p.v, block_mask=self.block_mask(p), scale=scale)
         return out, None
