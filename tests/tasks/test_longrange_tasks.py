@@ -57,7 +57,6 @@ def test_listops_trains_from_its_cache_and_predicts_with_the_answer(listops_run,
     assert record["answer"] == "9" and record["label"] in list("0123456789")
 
 
-@pytest.mark.slow  # ~5 s on a loaded 2-core machine
 def test_positions_learns_the_offset(tmp_path, capsys):
     """k=1 at length 8: a tiny rotary Transformer beats chance (10%) by far in a few seconds."""
     out = tmp_path / "run"

@@ -40,7 +40,6 @@ def test_bad_dev_fraction(tmp_path):
         SolubilityTask().setup({"dev_fraction": 1.5})
 
 
-@pytest.mark.slow
 def test_mirror_datasets(data_mirror, monkeypatch):
     monkeypatch.setenv("ATTNLAB_DATA", str(data_mirror))
     task = SolubilityTask()

@@ -114,7 +114,6 @@ def test_streaming_model_end_to_end(tmp_path, recordings, no_mirror, capsys):
     assert record["chunks"][-1]["label"] == record["label"]
 
 
-@pytest.mark.slow
 def test_demo_speech_quick(tmp_path, data_mirror, no_mirror, capsys):
     assert main(["demo", "speech", "--quick", "--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
