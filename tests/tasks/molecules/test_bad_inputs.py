@@ -61,7 +61,9 @@ def test_fragments_largest_predicts_the_parent_and_says_what_was_dropped(run, cl
     _, [alone] = predict(cli, run, "CCO")
     assert salt["hydration_free_energy"] == alone["hydration_free_energy"]
     [warning] = ran.warnings()
-    assert "SMILES 'CCO.O' has 2 fragments: predicting for the largest, 'CCO'; dropped 'O'" in warning
+    assert (
+        "SMILES 'CCO.O' has 2 fragments: predicting for the largest, 'CCO'; dropped 'O'" in warning
+    )
 
 
 def test_fragments_whole_predicts_all_parts_as_one_graph(run, cli):

@@ -69,7 +69,10 @@ def test_a_low_rate_recording_is_upsampled_with_a_warning(run, cli, tmp_path):
     assert ran.rc == 0, ran.err
     assert json.loads(ran.out)["label"] in "0123456789"
     [warning] = ran.warnings()
-    assert "six.wav: recorded at 6000 Hz, upsampled to 8000 Hz; it has nothing above 3000 Hz" in warning
+    assert (
+        "six.wav: recorded at 6000 Hz, upsampled to 8000 Hz; it has nothing above 3000 Hz"
+        in warning
+    )
 
 
 def test_higher_rates_and_stereo_are_read_silently(run, cli, tmp_path):

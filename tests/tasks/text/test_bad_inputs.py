@@ -41,7 +41,10 @@ def test_stdin_is_read_wherever_the_dash_stands(tagger):
         assert done.returncode == 0, done.stderr
         outs.append(done.stdout)
     records = [json.loads(line) for line in outs[0].splitlines()]
-    assert [r["tokens"] for r in records] == [["the", "dog", "runs", "."], ["a", "cat", "sleeps", "."]]
+    assert [r["tokens"] for r in records] == [
+        ["the", "dog", "runs", "."],
+        ["a", "cat", "sleeps", "."],
+    ]
     assert outs[0] == outs[1]
 
 
