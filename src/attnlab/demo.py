@@ -11,7 +11,6 @@ self-attention tagger looks at the whole sentence and can tell the verb from the
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
@@ -38,9 +37,17 @@ def _budget(quick: bool) -> list[str]:
 
 
 def run_demo(out_dir: str = "runs/demo", quick: bool = False) -> int:
+    """Train the taggers of :data:`MODELS` and print how each tags the sentence; the trainer's
+    own log lines stay quiet (the progress bars say enough)."""
+    from attnlab.train.logs import quiet_logs
+
+    with quiet_logs():
+        return _run_demo(out_dir, quick)
+
+
+def _run_demo(out_dir: str, quick: bool) -> int:
     from attnlab.train import Trainer, resolve_config
 
-    logging.getLogger("attnlab").setLevel(logging.WARNING)  # the progress bars say enough
     out = Path(out_dir)
     tokens = SENTENCE.split()
     rows = []

@@ -112,12 +112,19 @@ def atom_features(mol: Chem.Mol) -> Tensor:
     return torch.from_numpy(out)
 
 
+#: the blocks whose ``other`` slot means an atom of a kind the vocabulary does not know (an
+#: element, a charge); the others' ``other`` is ordinary (an explicit hydrogen's hybridisation
+#: is ``UNSPECIFIED``, so every explicit-H molecule fills ``hybridisation=other``)
+_IDENTITY_BLOCKS = ("element", "charge")
+
+
 def outside_vocabulary(mol: Chem.Mol) -> list[str]:
-    """The atoms of ``mol`` with a property outside :data:`ATOM_FEATURES`' vocabularies (read
-    as that block's ``other`` slot), as ``"atom 0 (He): element=He, hybridisation=S"``."""
+    """The atoms of ``mol`` whose element or formal charge is outside :data:`ATOM_FEATURES`'
+    vocabularies (read as that block's ``other`` slot), as ``"atom 0 (He): element=He"``."""
     out = []
     for atom in mol.GetAtoms():
-        odd = [f"{k}={v}" for k, v in _properties(atom).items() if v not in ATOM_FEATURES[k]]
+        props = _properties(atom)
+        odd = [f"{k}={props[k]}" for k in _IDENTITY_BLOCKS if props[k] not in ATOM_FEATURES[k]]
         if odd:
             out.append(f"atom {atom.GetIdx()} ({atom.GetSymbol()}): {', '.join(odd)}")
     return out

@@ -101,3 +101,11 @@ def test_in_a_terminal_a_warning_is_one_line_naming_the_command(run):
         "attnlab predict: warning: SMILES '[He]': atom 0 (He): element=He: outside the atom "
         "vocabulary (attnlab.chem.ATOM_FEATURES), read as 'other'"
     ]
+
+
+def test_explicit_hydrogens_and_charges_in_the_vocabulary_give_no_warning():
+    from attnlab.chem import mol_from_smiles, outside_vocabulary
+
+    assert outside_vocabulary(mol_from_smiles("CO", explicit_h=True)) == []  # H: UNSPECIFIED
+    assert outside_vocabulary(mol_from_smiles("C[N+](C)(C)C")) == []
+    assert outside_vocabulary(mol_from_smiles("[O-2]")) == ["atom 0 (O): charge=-2"]

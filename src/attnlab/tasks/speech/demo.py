@@ -7,7 +7,6 @@ and draws its spectrogram above the attention of every layer and head.
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
@@ -18,10 +17,18 @@ EXAMPLE = "7_jackson_3"  # a test recording (takes 0-4 are test)
 
 
 def run_speech_demo(out_dir: str = "runs/demo-speech", quick: bool = False) -> int:
+    """Train, test and show the digit classifier (the module docstring); the trainer's own log
+    lines stay quiet."""
+    from attnlab.train.logs import quiet_logs
+
+    with quiet_logs():
+        return _run_speech_demo(out_dir, quick)
+
+
+def _run_speech_demo(out_dir: str, quick: bool) -> int:
     from attnlab.data.registry import dataset_path
     from attnlab.train import Trainer, resolve_config
 
-    logging.getLogger("attnlab").setLevel(logging.WARNING)
     start = time.perf_counter()
     cfg = resolve_config(task="fsdd", overrides=[*BUDGET, *(QUICK if quick else [])])
     cfg.out_dir = str(out_dir)
