@@ -37,6 +37,7 @@ def attention_run(task: str, structure: str, split: str, seed: int, args, out: P
     cfg = RunConfig.for_task(task, out_dir=str(out / f"{task}-{split}-{structure}-{seed}"))
     overrides = [
         f"--model.structure={structure}", f"--model.dim={args.dim}",
+        f"--model.ff_hidden={2 * args.dim}",  # the width BENCHMARKS' runs had (2 x dim)
         f"--model.depth={args.depth}", f"--model.heads={args.heads}",
         f"--model.dropout={args.dropout}", f"--model.pooling={args.pooling}",
         f"--train.epochs={args.epochs}", f"--train.lr={args.lr}",

@@ -91,11 +91,11 @@ def test_tasks_lists_the_registry(capsys):
         assert name in out
 
 
-def test_attention_alias_and_space_separated_values():
+def test_space_separated_values():
     from attnlab.commands import normalize_overrides
 
     assert normalize_overrides(["--attention.kernel", "performer", "--train.lr=1e-3"]) == [
-        "--model.encoder.kernel=performer",
+        "--attention.kernel=performer",
         "--train.lr=1e-3",
     ]
     with pytest.raises(ValueError, match="expected an option"):

@@ -44,12 +44,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: ``--attention.X`` is shorthand for ``--model.encoder.X`` (the efficient-kernel issue's spelling)
-_ALIASES = {"--attention.": "--model.encoder."}
-
 
 def normalize_overrides(args: Sequence[str]) -> list[str]:
-    """``--a.b value`` -> ``--a.b=value``; apply the aliases; reject stray words."""
+    """``--a.b value`` -> ``--a.b=value``; reject stray words. (``--attention.X`` is resolved
+    by :func:`~attnlab.train.resolve_config`, against the task's model.)"""
     out: list[str] = []
     i = 0
     args = list(args)
@@ -60,9 +58,6 @@ def normalize_overrides(args: Sequence[str]) -> list[str]:
         if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--"):
             arg = f"{arg}={args[i + 1]}"
             i += 1
-        for short, full in _ALIASES.items():
-            if arg.startswith(short):
-                arg = full + arg[len(short) :]
         out.append(arg)
         i += 1
     return out

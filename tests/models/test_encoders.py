@@ -183,13 +183,6 @@ def test_transformer_forwards_attention_options():
     assert attn.backend == "reference"
 
 
-def test_a_dict_of_attention_options_still_works_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="AttentionConfig"):
-        enc = make("transformer", attention=dict(score="dot", backend="reference", dropout=0.25))
-    attn = enc.encoder.blocks[1].self_attn
-    assert (attn.score.name, attn.backend, attn.dropout) == ("dot", "reference", 0.25)
-
-
 def test_attention_dropout_defaults_to_dropout_and_can_differ():
     enc = make("transformer", dropout=0.2)
     assert enc.encoder.blocks[0].self_attn.dropout == 0.2

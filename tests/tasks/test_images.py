@@ -145,7 +145,7 @@ def test_hybrid_rejects_an_empty_stem(field: str) -> None:
 def test_pixels_window_is_local() -> None:
     """With window 1 and no CLS, a pixel's output (1 layer) depends on its 3x3 neighbours only."""
     torch.manual_seed(0)
-    cfg = PixelsConfig(dim=8, depth=1, heads=2, window=1, pooling="mean", positional="none")
+    cfg = PixelsConfig(dim=8, depth=1, heads=2, window=1, pooling="mean", positional=None)
     enc = build_image_model(ImageModelConfig(encoder=cfg, crop=0, flip=False), size=(6, 6),
                             num_classes=2).encoder.eval()  # fmt: skip
     x = torch.randn(1, 1, 6, 6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -437,3 +438,56 @@ def test_cli_train_task_help_lists_the_options(capsys):
     assert "kind 'rnn'" in capsys.readouterr().err
     assert main(["train", "pos", "--model.encoder.kind=rnn", "-h"]) == 0
     assert "--model.encoder.cell lstm | gru" in capsys.readouterr().out
+
+
+# -- --attention.X: every attention setting of the task's model (issue 33) --------------------
+
+ATTENTION_OF = {  # task -> (extra options its attention needs, where its attention lives)
+    "pos": ([], ["model.encoder.attention"]),
+    "digits": ([], ["model.encoder.attention"]),
+    "fsdd": ([], ["model.encoder.attention"]),
+    "freesolv": (["--model.structure=none"], ["model.attention"]),
+    "cora": (["--model.kind=full_lappe"], ["model.attention"]),
+    "g2p": ([], ["model.attention"]),
+    "listops": ([], ["model.encoder.attention"]),
+}
+
+
+@pytest.mark.parametrize("task", list(ATTENTION_OF))
+def test_attention_alias_reaches_every_attention_config_of_the_model(task):
+    from attnlab.train.config import attention_paths
+
+    extra, paths = ATTENTION_OF[task]
+    cfg = resolve_config(task=task, overrides=[*extra, "--attention.kernel=performer",
+                                               "--attention.kernel_options.features=16"])  # fmt: skip
+    assert attention_paths(cfg.model) == paths
+    for path in paths:
+        attention = functools.reduce(getattr, path.split(".")[1:], cfg.model)
+        assert (attention.kernel, attention.kernel_options) == ("performer", {"features": 16})
+
+
+def test_attention_alias_after_the_kind_and_from_a_file(tmp_path):
+    cfg = resolve_config(task="sst2", overrides=["--attention.kernel=linear",
+                                                 "--model.encoder.kind=cnn-attention"])  # fmt: skip
+    assert cfg.model.encoder.kind == "cnn-attention"
+    assert cfg.model.encoder.attention.kernel == "linear"
+    path = tmp_path / "c.json"
+    path.write_text('{"task": "pos", "attention": {"score": "dot"}}')
+    assert resolve_config(config_file=path).model.encoder.attention.score == "dot"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["--attention.depth=5"], "unknown setting 'model.encoder.attention.depth' valid names at "
+         "'model.encoder.attention' \\(AttentionConfig\\): score, normalize, backend"),
+        (["--model.encoder.kind=rnn", "--attention.kernel=linear"],
+         "--attention.kernel=linear: the 'pos' model has no attention settings \\(its config: "
+         "ModelConfig, kind 'rnn'\\)"),
+        (["--attention=linear"], "set one attention setting, e.g. --attention.kernel=linear"),
+        (["--attention.kernel=nope"], "attention.kernel: unknown kernel 'nope'"),
+    ],
+)  # fmt: skip
+def test_attention_alias_errors_name_what_is_wrong(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_config(task="pos", overrides=overrides)

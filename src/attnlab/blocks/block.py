@@ -170,6 +170,7 @@ class TransformerBlock(nn.Module):
         context: Tensor | None = None,
         mask: Tensor | Mask | None = None,
         context_mask: Tensor | Mask | None = None,
+        bias: Tensor | None = None,
         positional: PositionalEncoding | None = None,
         need_weights: bool = False,
         cache: BlockCache | None = None,
@@ -183,6 +184,8 @@ class TransformerBlock(nn.Module):
                 ``cache``, pass a Mask object (a dense tensor has no query positions).
             context_mask: cross-attention mask, e.g. ``masks.padding(context_lengths)`` or a
                 boolean ``(b, 1, 1, m)`` key-padding tensor.
+            bias: float ``(n, n)`` or ``(b, h, n, n)`` added to the self-attention scores (exact
+                attention only).
             positional: a ``"qk"`` or ``"scores"`` encoding for self-attention. ``"input"``
                 encodings are added once to the stack's input, not per block
                 (:class:`TransformerEncoder` does that).
@@ -204,6 +207,7 @@ class TransformerBlock(nn.Module):
         a = self.self_attn(
             self._pre(x, self.attn_norm),
             mask=self.self_attention_mask(mask),
+            bias=bias,
             positional=positional,
             need_weights=need_weights,
             cache=cache.self_attn if cache is not None else None,

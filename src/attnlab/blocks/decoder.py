@@ -16,9 +16,11 @@ from ..attention_config import AttentionConfig
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
 from .block import BlockCache, _check_input
+from .encoder import check_kernel_positions
 from .feedforward import FeedForward
 from .options import attention_settings
 from .stack import BlockStack
+from .trunk import TrunkConfig
 
 __all__ = ["TransformerDecoder", "DecoderOutput", "DecoderCache"]
 
@@ -115,6 +117,22 @@ class TransformerDecoder(BlockStack):
             positional=positional, final_norm=final_norm,
         )  # fmt: skip
         self.context_dim = context_dim or dim
+
+    @classmethod
+    def from_config(
+        cls,
+        dim: int,
+        config: TrunkConfig,
+        *,
+        positional: PositionalEncoding | None = None,
+        context_dim: int | None = None,
+    ) -> TransformerDecoder:
+        """The decoder of the trunk settings ``config`` at width ``dim`` (see
+        :meth:`TransformerEncoder.from_config`)."""
+        config.check_width(dim)
+        check_kernel_positions(config, positional)
+        return cls(dim, config.heads, config.depth, **config.block_options(),
+                   context_dim=context_dim, positional=positional)  # fmt: skip
 
     def forward(
         self,

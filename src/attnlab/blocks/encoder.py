@@ -17,8 +17,9 @@ from .block import _check_input
 from .feedforward import FeedForward
 from .options import attention_settings
 from .stack import BlockStack
+from .trunk import TrunkConfig
 
-__all__ = ["TransformerEncoder", "EncoderOutput"]
+__all__ = ["TransformerEncoder", "EncoderOutput", "check_kernel_positions"]
 
 
 class EncoderOutput(NamedTuple):
@@ -83,17 +84,56 @@ class TransformerEncoder(BlockStack):
             final_norm=final_norm,
         )  # fmt: skip
 
+    @classmethod
+    def from_config(
+        cls,
+        dim: int,
+        config: TrunkConfig,
+        *,
+        positional: PositionalEncoding | None = None,
+        causal: bool = False,
+        final_norm: bool | None = None,
+    ) -> TransformerEncoder:
+        """The encoder of the trunk settings ``config`` at width ``dim``; the positions
+        (``positional``) and causality are the input's, given by the caller.
+
+        Raises:
+            ValueError: ``config.heads`` does not divide ``dim``, or an efficient kernel with
+                a positional encoding that biases the scores (it never forms them).
+        """
+        config.check_width(dim)
+        check_kernel_positions(config, positional)
+        return cls(dim, config.heads, config.depth, **config.block_options(), causal=causal,
+                   positional=positional, final_norm=final_norm)  # fmt: skip
+
     def forward(
-        self, x: Tensor, *, mask: Tensor | Mask | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | Mask | None = None,
+        bias: Tensor | None = None,
+        need_weights: bool = False,
     ) -> EncoderOutput:
         """Encode ``x`` ``(b, n, dim)``; ``mask`` is the key-padding (or any) self-attention
-        mask, True = may attend. Returns ``EncoderOutput(out, weights)``."""
+        mask, True = may attend; ``bias`` a float ``(b, h, n, n)`` (or broadcastable) added to
+        every block's attention scores (e.g. a molecule's distance bias). Returns
+        ``EncoderOutput(out, weights)``."""
         _check_input(x, self.dim)
         x, block_pe = self._input_positions(x)
         weights: list[Tensor] | None = [] if need_weights else None
         for block in self.blocks:
-            o = block(x, mask=mask, positional=block_pe, need_weights=need_weights)
+            o = block(x, mask=mask, bias=bias, positional=block_pe, need_weights=need_weights)
             x = o.out
             if weights is not None:
                 weights.append(o.self_weights)
         return EncoderOutput(self._final_norm(x), weights)
+
+
+def check_kernel_positions(config: TrunkConfig, positional: PositionalEncoding | None) -> None:
+    """Refuse, at construction, an efficient kernel with a score-biasing encoding."""
+    if config.attention.kernel is not None and getattr(positional, "acts_on", None) == "scores":
+        raise ValueError(
+            f"{type(positional).__name__} biases the attention scores, which the efficient "
+            f"kernel {config.attention.kernel!r} never forms; use a rotary or input encoding "
+            "(e.g. rotary, sinusoidal) with a kernel, or exact attention"
+        )

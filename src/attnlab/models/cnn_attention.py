@@ -22,8 +22,7 @@ Legend: ``b`` batch, ``n`` positions, ``c`` feature channels (``len(widths) * ma
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +30,7 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..attention_config import AttentionConfig
-from ..blocks import TransformerEncoder
-from ..blocks.options import attention_settings
+from ..blocks import TransformerEncoder, TrunkConfig
 from ..positional import make_positional
 from .encoders import ENCODERS, SequenceEncoder, valid_positions
 
@@ -72,8 +70,9 @@ class ConvAttentionEncoder(SequenceEncoder):
         heads: int = 4,
         ff_hidden: int | None = None,
         dropout: float = 0.0,
+        norm_first: bool = True,
         positional: str | None = None,
-        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention: AttentionConfig | None = None,
     ) -> None:
         super().__init__()
         widths = tuple(widths)
@@ -93,12 +92,10 @@ class ConvAttentionEncoder(SequenceEncoder):
         self.convs = nn.ModuleList(nn.Conv1d(dim, maps, w) for w in widths)
         self.blocks: TransformerEncoder | None = None
         if depth:
-            attention, attention_dropout = attention_settings(attention, None)
+            trunk = TrunkConfig(depth=depth, heads=heads, ff_hidden=ff_hidden, dropout=dropout,
+                                norm_first=norm_first, attention=attention or AttentionConfig())  # fmt: skip
             pos = make_positional(positional, dim=channels, heads=heads) if positional else None
-            self.blocks = TransformerEncoder(
-                channels, heads, depth, ff_hidden=ff_hidden, dropout=dropout,
-                attention=attention, attention_dropout=attention_dropout, positional=pos,
-            )  # fmt: skip
+            self.blocks = TransformerEncoder.from_config(channels, trunk, positional=pos)
 
     def features(self, x: Tensor, lengths: Tensor) -> Tensor:
         """The convolution features ``(b, n, c)``, zero at padded positions."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..attention_config import AttentionConfig
+from ..blocks import TrunkConfig
 from ..positional import POSITIONAL
 from .baselines import CNNEncoder, FCEncoder, RNNEncoder
 from .cnn_attention import ConvAttentionEncoder
@@ -212,13 +213,13 @@ def _encoder_config(kind: str):
 
 @_encoder_config("transformer")
 @dataclass
-class TransformerEncoderConfig(EncoderConfig):
-    """A stack of Transformer blocks (:class:`~attnlab.models.TransformerSequenceEncoder`).
+class TransformerEncoderConfig(EncoderConfig, TrunkConfig):
+    """A stack of Transformer blocks (:class:`~attnlab.models.TransformerSequenceEncoder`): the
+    trunk's settings (:class:`~attnlab.blocks.TrunkConfig`: ``depth``, ``heads``,
+    ``ff_hidden``, ``dropout``, ``norm_first``, ``attention``) and a sequence's positions.
 
     Args:
-        heads: attention heads; must divide the width.
-        ff_hidden: feed-forward hidden width (None: 4 x the width).
-        norm_first: pre-norm (true) or post-norm (false) blocks.
+        ff_hidden: feed-forward hidden width (the tagger's 256; None: 4 x the width).
         positional: positional encoding (``rotary``, ``sinusoidal``, ``learned``, ``relative``,
             ``alibi``, ...), or none.
         max_len: longest sequence, for encodings that need it (``learned``).
@@ -229,20 +230,17 @@ class TransformerEncoderConfig(EncoderConfig):
         window: local attention radius (position i sees ``|i - j| <= window``); none for full
             attention.
         causal: position i attends to j <= i only (a decoder-only reader of the sequence).
-        attention: the attention maths: score, normalisation, backend, efficient kernel.
     """
 
     kind: str = "transformer"
-    heads: int = 4
     ff_hidden: int | None = 256
-    norm_first: bool = True
     positional: str | None = "rotary"
     max_len: int | None = None
     positional_options: dict[str, Any] = field(default_factory=dict)
     window: int | None = None
     causal: bool = False
-    attention: AttentionConfig = field(default_factory=AttentionConfig)
 
+    where: ClassVar[str] = "model.encoder"
     renamed: ClassVar[Mapping[str, str]] = {
         "local_window": "window",
         **{k: f"attention.{k}" for k in ("score", "normalize", "backend", "kernel")},
@@ -250,8 +248,13 @@ class TransformerEncoderConfig(EncoderConfig):
     }
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        EncoderConfig.__post_init__(self)
+        TrunkConfig.__post_init__(self)
         _check_positional_options(self.positional, self.positional_options)
+        if self.window is not None and (not isinstance(self.window, int) or self.window < 0):
+            raise ValueError(
+                f"model.encoder.window must be None or an int >= 0, got {self.window!r}"
+            )
 
     def build(self, dim: int) -> SequenceEncoder:
         return TransformerSequenceEncoder(
@@ -332,17 +335,16 @@ class RNNEncoderConfig(EncoderConfig):
 
 @_encoder_config("cnn-attention")
 @dataclass
-class ConvAttentionEncoderConfig(EncoderConfig):
+class ConvAttentionEncoderConfig(EncoderConfig, TrunkConfig):
     """Kim's multi-width CNN with Transformer blocks on top
-    (:class:`~attnlab.models.cnn_attention.ConvAttentionEncoder`; the lecture's "use both").
-    ``depth`` counts the Transformer blocks (0: Kim's CNN alone); the output width is
-    ``len(widths) * maps``.
+    (:class:`~attnlab.models.cnn_attention.ConvAttentionEncoder`; the lecture's "use both"):
+    the convolutions, then a trunk (:class:`~attnlab.blocks.TrunkConfig`) over their features.
+    ``depth`` counts the Transformer blocks (0: Kim's CNN alone); the feature width is
+    ``len(widths) * maps``, which ``heads`` must divide and ``ff_hidden`` (None) is 4 x of.
 
     Args:
         widths: convolution widths (Kim: 3, 4, 5); ``--model.encoder.widths=[3,4,5]``.
         maps: feature maps per width (Kim: 100).
-        heads: attention heads; must divide ``len(widths) * maps``.
-        ff_hidden: feed-forward hidden width (None: 4 x the feature width).
         positional: positional encoding of the blocks, or none (the convolutions see word
             order within their windows).
     """
@@ -351,14 +353,20 @@ class ConvAttentionEncoderConfig(EncoderConfig):
     depth: int = 1
     widths: tuple[int, ...] = (3, 4, 5)
     maps: int = 100
-    heads: int = 4
-    ff_hidden: int | None = None
     positional: str | None = None
+
+    min_depth: ClassVar[int] = 0
+    where: ClassVar[str] = "model.encoder"
+
+    def __post_init__(self) -> None:
+        EncoderConfig.__post_init__(self)
+        TrunkConfig.__post_init__(self)
 
     def build(self, dim: int) -> SequenceEncoder:
         return ConvAttentionEncoder(
             dim, widths=self.widths, maps=self.maps, depth=self.depth, heads=self.heads,
-            ff_hidden=self.ff_hidden, dropout=self.dropout, positional=self.positional,
+            ff_hidden=self.ff_hidden, dropout=self.dropout, norm_first=self.norm_first,
+            positional=self.positional, attention=self.attention,
         )  # fmt: skip
 
 

@@ -27,8 +27,7 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..attention_config import AttentionConfig
-from ..blocks import TransformerEncoder
-from ..blocks.options import attention_settings
+from ..blocks import TransformerEncoder, TrunkConfig
 from ..positional import make_positional
 from ..registry import Registry
 
@@ -120,10 +119,13 @@ class TransformerSequenceEncoder(SequenceEncoder):
         causal: each position attends to itself and earlier positions only.
         attention: the attention maths
             (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
-            kernel and its options; default exact scaled-dot softmax). A ``dict`` still works
-            but is deprecated.
+            kernel and its options; default exact scaled-dot softmax).
         attention_dropout: dropout on the attention weights (default ``dropout``; exact
             attention only).
+
+    The blocks are built from these settings as a :class:`~attnlab.blocks.TrunkConfig`
+    (:meth:`~attnlab.blocks.TransformerEncoder.from_config`), as every model of the lab builds
+    its blocks.
 
     Shapes:
         - x: ``(b, n, dim)``; lengths: ``(b,)``
@@ -144,11 +146,13 @@ class TransformerSequenceEncoder(SequenceEncoder):
         positional_options: Mapping[str, Any] | None = None,
         window: int | None = None,
         causal: bool = False,
-        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention: AttentionConfig | None = None,
         attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
-        attention, attention_dropout = attention_settings(attention, attention_dropout)
+        trunk = TrunkConfig(depth=depth, heads=heads, ff_hidden=ff_hidden, dropout=dropout,
+                            attention_dropout=attention_dropout, norm_first=norm_first,
+                            attention=attention or AttentionConfig())  # fmt: skip
         if window is not None and (not isinstance(window, int) or window < 0):
             raise ValueError(f"window must be None or an int >= 0, got {window!r}")
         if max_len is not None and not isinstance(positional, str):
@@ -166,15 +170,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
             positional = make_positional(
                 positional, dim=dim, heads=heads, max_len=max_len, **(positional_options or {})
             )
-        if attention.kernel is not None and getattr(positional, "acts_on", None) == "scores":
-            raise ValueError(
-                f"{type(positional).__name__} biases the attention scores, which an efficient "
-                "kernel never forms; use positional='rotary' or 'sinusoidal' with a kernel"
-            )
-        self.encoder = TransformerEncoder(
-            dim, heads, depth, ff_hidden=ff_hidden, dropout=dropout, norm_first=norm_first,
-            positional=positional, attention=attention, attention_dropout=attention_dropout,
-        )  # fmt: skip
+        self.encoder = TransformerEncoder.from_config(dim, trunk, positional=positional)
 
     def encode(
         self, x: Tensor, lengths: Tensor, *, need_weights: bool

@@ -26,12 +26,14 @@ vocabulary size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from .. import masks
+from ..attention_config import AttentionConfig
+from ..blocks import TrunkConfig
 from ..blocks.decoder import DecoderCache, TransformerDecoder
 from ..blocks.encoder import TransformerEncoder
 from ..positional import make_positional
@@ -64,8 +66,10 @@ class Seq2SeqConfig:
         heads: attention heads (Transformer).
         encoder_depth: encoder blocks (Transformer) or BiLSTM layers.
         decoder_depth: decoder blocks (Transformer) or LSTM layers.
-        ff_hidden: feed-forward width (0: ``4 * dim``).
+        ff_hidden: feed-forward width (None: ``4 * dim``).
         dropout: dropout of the blocks / between LSTM layers.
+        attention: the attention maths of every encoder and decoder block (Transformer;
+            :class:`~attnlab.attention_config.AttentionConfig`, ``--attention.kernel=...``).
         positional: the Transformer's positional encoding, ``"sinusoidal"`` or ``"rotary"``
             (any name of :data:`attnlab.positional.POSITIONAL` that extrapolates).
         tie_embeddings: share the target embedding with the output projection.
@@ -79,11 +83,12 @@ class Seq2SeqConfig:
     heads: int = 4
     encoder_depth: int = 3
     decoder_depth: int = 3
-    ff_hidden: int = 0
+    ff_hidden: int | None = None
     dropout: float = 0.1
     positional: str = "sinusoidal"
     tie_embeddings: bool = True
     init: str = ""
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
 
     def __post_init__(self) -> None:
         if self.kind not in SEQ2SEQ_KINDS:
@@ -97,6 +102,21 @@ class Seq2SeqConfig:
             raise ValueError(f"model.kind='lstm' needs an even model.dim, got {self.dim}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.kind == "lstm" and self.attention != AttentionConfig():
+            raise ValueError(
+                "model.attention applies to kind=transformer; the LSTM's attention is its own "
+                "(additive, over the encoder's outputs)"
+            )
+        if self.kind == "transformer":
+            for part in ("encoder", "decoder"):
+                self.trunk(part)  # the trunk's own checks (ff_hidden, ...), naming the field
+
+    def trunk(self, part: str) -> TrunkConfig:
+        """The encoder's or the decoder's trunk settings (``part``: ``"encoder"``,
+        ``"decoder"``): this config's heads, width, dropout and attention, the part's depth."""
+        depth = self.encoder_depth if part == "encoder" else self.decoder_depth
+        return TrunkConfig(depth=depth, heads=self.heads, ff_hidden=self.ff_hidden,
+                           dropout=self.dropout, attention=self.attention)  # fmt: skip
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -110,7 +130,7 @@ class TransformerSeq2Seq(nn.Module):
         src_vocab: source vocabulary size (id 0 = padding).
         tgt_vocab: target vocabulary size (id 0 = padding).
         dim, heads, encoder_depth, decoder_depth, ff_hidden, dropout, positional,
-            tie_embeddings: see :class:`Seq2SeqConfig`.
+            tie_embeddings, attention: see :class:`Seq2SeqConfig`.
 
     Shapes:
         - src: ``(b, m)`` long; src_lengths: ``(b,)``; tgt_in: ``(b, n)`` long
@@ -130,6 +150,7 @@ class TransformerSeq2Seq(nn.Module):
         dropout: float = 0.1,
         positional: str = "sinusoidal",
         tie_embeddings: bool = True,
+        attention: AttentionConfig | None = None,
     ) -> None:
         super().__init__()
         self.dim = dim
@@ -139,15 +160,15 @@ class TransformerSeq2Seq(nn.Module):
             nn.init.normal_(emb.weight, std=dim**-0.5)
             with torch.no_grad():
                 emb.weight[0].zero_()
-        common = dict(ff_hidden=ff_hidden or None, dropout=dropout)
-        self.encoder = TransformerEncoder(
-            dim, heads, encoder_depth, positional=make_positional(positional, dim=dim, heads=heads),
-            **common,
-        )  # fmt: skip
-        self.decoder = TransformerDecoder(
-            dim, heads, decoder_depth, positional=make_positional(positional, dim=dim, heads=heads),
-            **common,
-        )  # fmt: skip
+        cfg = Seq2SeqConfig(dim=dim, heads=heads, encoder_depth=encoder_depth,
+                            decoder_depth=decoder_depth, ff_hidden=ff_hidden, dropout=dropout,
+                            attention=attention or AttentionConfig())  # fmt: skip
+        self.encoder = TransformerEncoder.from_config(
+            dim, cfg.trunk("encoder"), positional=make_positional(positional, dim=dim, heads=heads)
+        )
+        self.decoder = TransformerDecoder.from_config(
+            dim, cfg.trunk("decoder"), positional=make_positional(positional, dim=dim, heads=heads)
+        )
         self.out = nn.Linear(dim, tgt_vocab, bias=False)
         if tie_embeddings:
             self.out.weight = self.tgt_embed.weight
@@ -201,6 +222,6 @@ def build_seq2seq(cfg: Seq2SeqConfig, *, src_vocab: int, tgt_vocab: int) -> nn.M
     return TransformerSeq2Seq(
         src_vocab=src_vocab, tgt_vocab=tgt_vocab, dim=cfg.dim, heads=cfg.heads,
         encoder_depth=cfg.encoder_depth, decoder_depth=cfg.decoder_depth,
-        ff_hidden=cfg.ff_hidden or None, dropout=cfg.dropout, positional=cfg.positional,
-        tie_embeddings=cfg.tie_embeddings,
+        ff_hidden=cfg.ff_hidden, dropout=cfg.dropout, positional=cfg.positional,
+        tie_embeddings=cfg.tie_embeddings, attention=cfg.attention,
     )  # fmt: skip

@@ -44,6 +44,7 @@ from attnlab.provenance import code_identity, provenance
 
 from .atomic import atomic_write
 from .errors import RunError
+from .legacy import LAYOUT_VERSION, upgrade
 
 if TYPE_CHECKING:
     from attnlab.tasks.base import Task
@@ -65,7 +66,8 @@ __all__ = [
     "config_changes",
 ]
 
-CHECKPOINT_VERSION = 1
+#: the layout this code writes; older ones (from 1) are read through :func:`.legacy.upgrade`
+CHECKPOINT_VERSION = LAYOUT_VERSION
 LAST = "last.pt"
 BEST = "best.pt"
 
@@ -99,7 +101,8 @@ class CheckpointError(RunError):
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` (``weights_only=True``).
+    """Load a checkpoint written by :func:`save_checkpoint` (``weights_only=True``), in today's
+    layout: one of an earlier version is rewritten by :func:`.legacy.upgrade`.
 
     Raises:
         FileNotFoundError, PermissionError, IsADirectoryError: the file cannot be opened.
@@ -115,11 +118,14 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     except Exception as err:  # torch raises a dozen types for bad bytes; none is the user's bug
         raise CheckpointError(f"{path}: {_unreadable(Path(path), err)}") from None
     version = ckpt.get("version") if isinstance(ckpt, dict) else None
-    if version != CHECKPOINT_VERSION:
+    if not (isinstance(version, int) and 1 <= version <= CHECKPOINT_VERSION):
         raise CheckpointError(
-            f"{path}: not an attnlab checkpoint of version {CHECKPOINT_VERSION} (got {version!r})"
-        )
-    return ckpt
+            f"{path}: not an attnlab checkpoint of versions 1 to {CHECKPOINT_VERSION} (got "
+            f"{version!r})" + ("; it is newer than this attnlab: update attnlab to read it"
+                               if isinstance(version, int) and version > CHECKPOINT_VERSION
+                               else "")
+        )  # fmt: skip
+    return upgrade(ckpt)
 
 
 def _unreadable(path: Path, err: Exception) -> str:

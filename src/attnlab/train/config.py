@@ -12,6 +12,7 @@ Resolution order (:func:`resolve_config`): task defaults, then a JSON/TOML file,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -19,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from attnlab.attention_config import AttentionConfig
 from attnlab.tasks.registry import TASKS
 
 from .atomic import atomic_write_text
 from .compile import COMPILE_MODES
 from .merge import from_dict, merge, to_dict
-from .overrides import apply_overrides, parse_override
+from .overrides import apply_overrides, override_tree, parse_override
 
 __all__ = [
     "TrainConfig",
@@ -251,6 +253,45 @@ def load_config_file(path: str | Path, base: RunConfig | None = None) -> RunConf
     return merge(base, data)
 
 
+#: the section that stands for every attention setting of a model (``--attention.kernel=...``)
+ATTENTION = "attention"
+
+
+def attention_paths(model: Any, prefix: str = "model") -> list[str]:
+    """The dotted paths of every :class:`~attnlab.attention_config.AttentionConfig` in a
+    model config (nested dataclasses): ``["model.encoder.attention"]`` for a text task's
+    Transformer, ``[]`` for its RNN."""
+    if isinstance(model, AttentionConfig):
+        return [prefix]
+    if not dataclasses.is_dataclass(model) or isinstance(model, type):
+        return []
+    return [path for f in dataclasses.fields(model)
+            for path in attention_paths(getattr(model, f.name), f"{prefix}.{f.name}")]  # fmt: skip
+
+
+def _attention_alias(cfg: RunConfig, section: Mapping[str, Any], given: str) -> RunConfig:
+    """``cfg`` with the ``attention`` ``section`` (``{"kernel": "linear"}``) merged into every
+    attention config of its model (:func:`attention_paths`)."""
+    paths = attention_paths(cfg.model)
+    if not paths:
+        raise ValueError(
+            f"{given}: the {cfg.task!r} model has no attention settings (its config: "
+            f"{type(cfg.model).__name__}{_kind(cfg.model)}); choose a model with attention"
+        )
+    for path in paths:
+        tree: dict[str, Any] = dict(section)
+        for part in reversed(path.split(".")[1:]):
+            tree = {part: tree}
+        cfg = merge(cfg, {"model": tree})
+    return cfg
+
+
+def _kind(model: Any) -> str:
+    encoder = getattr(model, "encoder", None)
+    kind = getattr(encoder, "kind", None) or getattr(model, "kind", None)
+    return f", kind {kind!r}" if kind else ""
+
+
 def resolve_config(
     *,
     task: str | None = None,
@@ -260,16 +301,33 @@ def resolve_config(
     """Task defaults, then ``config_file``, then ``overrides`` (``--train.lr=1e-3`` ...).
 
     The task is, by precedence, a ``--task=...`` override, ``task``, or the file's ``task``.
+    ``--attention.X=V`` (and a file's ``attention`` section) sets ``X`` in every attention
+    config of the model (:func:`attention_paths`: ``model.encoder.attention`` for the text,
+    speech and image encoders, ``model.attention`` for molecules, graphs and g2p), after the
+    other settings, so that ``--model.encoder.kind=cnn-attention --attention.kernel=linear``
+    reaches the kind chosen.
     """
     data = _read(Path(config_file)) if config_file is not None else {}
+    plain, attention = [], []
     for item in overrides:
         parts, value = parse_override(item)
         if parts == ["task"]:
             task = value
+        (attention if parts[0] == ATTENTION else plain).append(item)
     task = task or data.get("task")
     cfg = RunConfig.for_task(task) if task else RunConfig()
-    cfg = merge(cfg, {k: v for k, v in data.items() if k != "task"})
-    return apply_overrides(cfg, overrides)
+    cfg = merge(cfg, {k: v for k, v in data.items() if k not in ("task", ATTENTION)})
+    cfg = apply_overrides(cfg, plain)
+    if ATTENTION in data:
+        cfg = _attention_alias(cfg, data[ATTENTION], f"{config_file}: {ATTENTION}")
+    if attention:
+        section = override_tree(attention)[ATTENTION]
+        if not isinstance(section, Mapping):
+            raise ValueError(
+                f"{attention[0]}: set one attention setting, e.g. --attention.kernel=linear"
+            )
+        cfg = _attention_alias(cfg, section, " ".join(attention))
+    return cfg
 
 
 def save_config(cfg: RunConfig, out_dir: str | Path | None = None) -> Path:

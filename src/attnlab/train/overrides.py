@@ -60,6 +60,7 @@ from .merge import (  # noqa: F401
 
 __all__ = [
     "apply_overrides",
+    "override_tree",
     "parse_override",
     "merge",
     "to_dict",
@@ -95,6 +96,16 @@ def apply_overrides(cfg: C, overrides: Sequence[str]) -> C:
         ValueError: an unknown name (the message lists the valid names at that level), a value
             that does not convert to the field's type, or a failed ``__post_init__`` check.
     """
+    return merge(cfg, override_tree(overrides))
+
+
+def override_tree(overrides: Sequence[str]) -> dict[str, Any]:
+    """The ``--dotted.name=value`` overrides as one nested dict of command-line text (what
+    :func:`apply_overrides` merges), e.g. ``{"train": {"lr": "1e-3"}}``.
+
+    Raises:
+        ValueError: a malformed override, or a name given both a value and settings inside.
+    """
     tree: dict[str, Any] = {}
     for item in overrides:
         parts, text = parse_override(item)
@@ -113,4 +124,4 @@ def apply_overrides(cfg: C, overrides: Sequence[str]) -> C:
                 "group or its settings, not both"
             )
         node[parts[-1]] = CommandLineText(text)
-    return merge(cfg, tree)
+    return tree

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnlab import AttentionConfig
 from attnlab.chem import NUM_ATOM_FEATURES, featurise, mol_from_smiles
 from attnlab.tasks.molecules import (
     STRUCTURES,
@@ -99,8 +100,15 @@ def test_every_parameter_gets_a_gradient(structure):
 def test_config_errors():
     with pytest.raises(ValueError, match="model.structure: expected one of none, mask, spd"):
         MoleculeModelConfig(structure="bonds")
-    with pytest.raises(ValueError, match="heads dividing dim"):
+    with pytest.raises(ValueError, match="model.heads=4 must divide the width 10"):
         MoleculeModelConfig(dim=10, heads=4)
+    with pytest.raises(ValueError, match="adds a score bias per distance, which the efficient "
+                       "kernel 'linear' never forms; use model.structure=none"):  # fmt: skip
+        MoleculeModelConfig(attention=AttentionConfig(kernel="linear"))
+    with pytest.raises(ValueError, match="masks attention to the bonds"):
+        MoleculeModelConfig(structure="mask", attention=AttentionConfig(kernel="performer"))
+    MoleculeModelConfig(structure="mask", attention=AttentionConfig(kernel="local"))
+    MoleculeModelConfig(structure="none", attention=AttentionConfig(kernel="linear"))
     with pytest.raises(ValueError, match="pooling"):
         MoleculeModelConfig(pooling="sum")
 

@@ -27,12 +27,14 @@ Legend: ``n`` nodes, ``f`` features, ``C`` classes, ``E`` edges, ``h`` heads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from attnlab.attention_config import AttentionConfig
 
 from .layers import OriginalGATConv, feature_dropout
 
@@ -53,7 +55,8 @@ class GraphModelConfig:
             for every kind.
         out_heads: heads of GAT's output layer, averaged (Cora / CiteSeer: 1; PubMed: 8).
         dropout: dropout on each layer's input (GAT: 0.6).
-        attention_dropout: dropout on the attention weights (GAT: 0.6).
+        attention_dropout: dropout on the attention weights (GAT: 0.6; none with an efficient
+            kernel, which forms no weights).
         negative_slope: LeakyReLU slope of GAT's score (0.2).
         lappe_k: Laplacian eigenvectors per node (``full_lappe``).
         variant: GAT's layer: ``"original"`` (:class:`.layers.OriginalGATConv`, the authors'
@@ -62,6 +65,13 @@ class GraphModelConfig:
             (:class:`attnlab.graph.GATConv`, PyG's dropout: the input once for all heads), or
             ``"auto"`` (the default: ``original`` for ``kind=gat``, the only kind with a
             choice; :attr:`gat_variant` is the resolved one).
+        attention: the attention maths of ``graph_attention`` and ``full_lappe``
+            (:class:`~attnlab.attention_config.AttentionConfig`; ``--attention.kernel=...``).
+            The other kinds have their own: GAT's additive score along edges, GCN's fixed
+            weights, the MLP none.
+
+    These models are GAT's two layers, not a Transformer trunk (no feed-forward blocks, no
+    norms): their attention settings are :attr:`attention` alone.
     """
 
     kind: Literal["gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp"] = "gat"
@@ -73,6 +83,7 @@ class GraphModelConfig:
     negative_slope: float = 0.2
     lappe_k: int = 16
     variant: Literal["auto", "pyg", "original"] = "auto"
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
 
     def __post_init__(self) -> None:
         if self.kind not in MODEL_KINDS:
@@ -95,6 +106,15 @@ class GraphModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if (
+            self.kind not in ("graph_attention", "full_lappe")
+            and self.attention != AttentionConfig()
+        ):
+            raise ValueError(
+                f"model.attention applies to kind=graph_attention and full_lappe; kind="
+                f"{self.kind!r} has attention of its own (GAT's additive score along the edges, "
+                "GCN's fixed weights, none in the MLP)"
+            )
 
     @property
     def gat_variant(self) -> str:
@@ -190,8 +210,13 @@ class AttentionNet(NodeModel):
         width = cfg.heads * cfg.hidden
         self.inp = nn.Linear(in_dim, width)
         self.pe = LaplacianPE(cfg.lappe_k, width) if self.full else None
-        self.attn1 = MultiHeadAttention(width, cfg.heads, dropout=cfg.attention_dropout)
-        self.attn2 = MultiHeadAttention(width, cfg.heads, dropout=cfg.attention_dropout)
+        # An efficient kernel forms no attention weights: nothing for attention_dropout to drop
+        # (as in the Transformer blocks).
+        p_attn = cfg.attention_dropout if cfg.attention.kernel is None else 0.0
+        self.attn1, self.attn2 = (
+            MultiHeadAttention.from_config(width, cfg.heads, cfg.attention, dropout=p_attn)
+            for _ in range(2)
+        )
         self.out = nn.Linear(width, num_classes)
 
     def layers(self, batch, *, need_weights):

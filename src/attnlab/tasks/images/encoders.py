@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from attnlab import masks
-from attnlab.blocks import TransformerEncoder
+from attnlab.blocks import TransformerEncoder, TrunkConfig
 from attnlab.positional import GRID_POSITIONAL
 
 __all__ = [
@@ -92,39 +92,40 @@ def _kind(name: str):
 
 
 @dataclass
-class _AttentionSettings(ImageEncoderConfig):
-    """Settings of the self-attention encoders.
+class _AttentionSettings(ImageEncoderConfig, TrunkConfig):
+    """Settings of the self-attention encoders: the trunk's
+    (:class:`~attnlab.blocks.TrunkConfig`: ``depth``, ``heads``, ``ff_hidden`` (None: 4 x
+    ``dim``), ``dropout``, ``norm_first``, ``attention``) and the image's own.
 
     Args:
         dim: token width ``D``.
-        depth: Transformer blocks.
-        heads: attention heads.
-        ff_hidden: feed-forward hidden width (0: ``2 D``).
-        dropout: dropout in the blocks.
         pooling: ``cls`` (a learned CLS token, its output) or ``mean`` (of the grid's outputs).
         positional: ``learned2d`` (row + column), ``sinusoidal2d``, ``relative2d`` (a learned
-            2-D relative score bias) or ``none``.
+            2-D relative score bias) or none.
         window: a 2-D attention window radius (``masks.grid_local``; the CLS token stays
             global), or None for full attention.
     """
 
     dim: int = 64
     depth: int = 4
-    heads: int = 4
-    ff_hidden: int = 0
+    ff_hidden: int | None = 128
     dropout: float = 0.0
     pooling: Literal["cls", "mean"] = "cls"
-    positional: str = "learned2d"
+    positional: str | None = "learned2d"
     window: int | None = None
 
+    where: ClassVar[str] = "model.encoder"
+
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.positional != "none":
+        ImageEncoderConfig.__post_init__(self)
+        TrunkConfig.__post_init__(self)
+        if self.positional is not None:
             GRID_POSITIONAL.get(self.positional)  # an unknown name lists the valid ones
         if self.pooling not in ("cls", "mean"):
             raise ValueError(f"pooling: expected 'cls' or 'mean', got {self.pooling!r}")
-        if self.dim <= 0 or self.heads <= 0 or self.dim % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide dim ({self.dim})")
+        if self.dim <= 0:
+            raise ValueError(f"model.encoder.dim must be >= 1, got {self.dim}")
+        self.check_width(self.dim)
 
 
 @_kind("pixels")
@@ -135,6 +136,7 @@ class PixelsConfig(_AttentionSettings):
     kind: str = "pixels"
     dim: int = 32
     depth: int = 2
+    ff_hidden: int | None = 64
 
 
 @_kind("patches")
@@ -159,7 +161,7 @@ class HybridConfig(_AttentionSettings):
     The defaults are the ``cnn`` baseline's convolutions (its third stage at width 112 instead
     of 128), then one attention block of width 112 (4 heads, feed-forward 112) over their 7x7
     map, mean pooled as the CNN is: 322k parameters against the CNN's 288k. Attention *in
-    place of* the CNN's third stage (``stem_tail=0, dim=96, depth=3, ff_hidden=0``, the CNN's
+    place of* the CNN's third stage (``stem_tail=0, dim=96, depth=3, ff_hidden=192``, the CNN's
     size) trained to 0.2-0.3 points below the CNN on test; after it, 0.26 above it on test but
     0.18 below it on dev, so selected on dev the CNN leads (BENCHMARKS.md).
 
@@ -181,7 +183,7 @@ class HybridConfig(_AttentionSettings):
     stem_tail: int = 2
     dim: int = 112
     depth: int = 1
-    ff_hidden: int = 112
+    ff_hidden: int | None = 112
     pooling: Literal["cls", "mean"] = "mean"
 
     def __post_init__(self) -> None:
@@ -226,14 +228,11 @@ class GridTransformer(nn.Module):
         self.prefix = 1 if cfg.pooling == "cls" else 0
         self.cls = nn.Parameter(torch.randn(1, 1, cfg.dim) * 0.02) if self.prefix else None
         pe = None
-        if cfg.positional != "none":
+        if cfg.positional is not None:
             cls = GRID_POSITIONAL.get(cfg.positional)
             size = {"heads": cfg.heads} if cls.acts_on == "scores" else {"dim": cfg.dim}
             pe = cls(**size, height=grid[0], width=grid[1], prefix=self.prefix)
-        self.encoder = TransformerEncoder(
-            cfg.dim, cfg.heads, cfg.depth, ff_hidden=cfg.ff_hidden or 2 * cfg.dim,
-            dropout=cfg.dropout, positional=pe,
-        )  # fmt: skip
+        self.encoder = TransformerEncoder.from_config(cfg.dim, cfg, positional=pe)
         self.mask = None
         if cfg.window is not None:
             self.mask = masks.grid_local(grid[0], grid[1], cfg.window, prefix=self.prefix)

@@ -274,7 +274,8 @@ class DigitsTask(ImageTask):
     def default_model_config(cls) -> ImageModelConfig:
         from .encoders import PatchesConfig
 
-        return ImageModelConfig(encoder=PatchesConfig(patch=2, dim=32, depth=2), crop=1, flip=False)
+        return ImageModelConfig(encoder=PatchesConfig(patch=2, dim=32, depth=2, ff_hidden=64),
+                                crop=1, flip=False)  # fmt: skip
 
     @classmethod
     def load(cls) -> tuple[ImageSet, ImageSet]:

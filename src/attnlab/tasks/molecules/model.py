@@ -14,8 +14,8 @@ Structure enters attention in one of three ways (``structure``), compared in BEN
   .. math:: s_{ij} = \frac{q_i \cdot k_j}{\sqrt{d}} + b_{h,\phi(i,j)},
 
   with :math:`\phi(i, j)` the bond count between atoms, clipped to ``max_distance``, and one
-  bucket of its own for atoms in different fragments. One table serves all layers (as the
-  lab's score-acting positional encodings do).
+  bucket of its own for atoms in different fragments. One table serves all layers (a
+  ``bias`` of :meth:`attnlab.blocks.TransformerEncoder.forward`).
 
 Legend: ``b`` batch, ``n`` / ``i`` / ``j`` atoms, ``h`` heads, ``F`` atom features.
 """
@@ -24,16 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from attnlab import masks
-from attnlab.blocks import TransformerBlock
+from attnlab.blocks import TransformerEncoder, TrunkConfig
 from attnlab.chem import UNREACHABLE
+from attnlab.efficient import KERNELS
 from attnlab.models.pooling import POOLINGS
-from attnlab.positional.base import PositionalEncoding
 
 __all__ = ["STRUCTURES", "MoleculeModelConfig", "MoleculeModel", "MoleculeOutput", "DistanceBias"]
 
@@ -44,14 +44,13 @@ TYPICAL_ATOMS = 10.0
 
 
 @dataclass
-class MoleculeModelConfig:
-    """The molecule model's settings (``--model.dim=64``, ``--model.structure=mask``, ...).
+class MoleculeModelConfig(TrunkConfig):
+    """The molecule model's settings (``--model.dim=64``, ``--model.structure=mask``, ...): the
+    trunk's (:class:`~attnlab.blocks.TrunkConfig`: ``depth``, ``heads``, ``ff_hidden`` (None:
+    4 x ``dim``), ``dropout``, ``norm_first``, ``attention``) and the molecule's own.
 
     Args:
         dim: width of the atom vectors.
-        depth: Transformer blocks.
-        heads: attention heads; must divide ``dim``.
-        ff_hidden: feed-forward hidden width (None: ``2 * dim``).
         dropout: dropout in the blocks and before the output layer.
         structure: ``"none"`` (full attention over the atoms), ``"mask"`` (only along bonds
             and to itself) or ``"spd"`` (full attention plus a learned score bias per
@@ -67,27 +66,36 @@ class MoleculeModelConfig:
 
     dim: int = 64
     depth: int = 3
-    heads: int = 4
-    ff_hidden: int | None = None
-    dropout: float = 0.1
+    ff_hidden: int | None = 128
     structure: Literal["none", "mask", "spd"] = "spd"
     max_distance: int = 8
     pooling: Literal["attention", "mean", "max"] = "attention"
     extensive: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.structure not in STRUCTURES:
             raise ValueError(
                 f"model.structure: expected one of {', '.join(STRUCTURES)}, got {self.structure!r}"
             )
-        if self.dim < 1 or self.depth < 1 or self.heads < 1 or self.dim % self.heads:
-            raise ValueError(
-                f"model.dim, depth, heads must be >= 1 with heads dividing dim; got dim="
-                f"{self.dim}, depth={self.depth}, heads={self.heads}"
-            )
+        if self.dim < 1:
+            raise ValueError(f"model.dim must be >= 1, got {self.dim}")
+        self.check_width(self.dim)
         if self.max_distance < 1:
             raise ValueError(f"model.max_distance must be >= 1, got {self.max_distance}")
         POOLINGS.get(self.pooling)  # an unknown name lists the valid ones
+        kernel = self.attention.kernel
+        if isinstance(kernel, str) and self.structure != "none":
+            why = {"spd": "adds a score bias per distance, which the efficient kernel "
+                          f"{kernel!r} never forms",
+                   "mask": "masks attention to the bonds, which the efficient kernel "
+                           f"{kernel!r} cannot apply"}[self.structure]  # fmt: skip
+            if self.structure == "spd" or not KERNELS.get(kernel).supports_structured:
+                raise ValueError(
+                    f"model.structure={self.structure!r} {why}; use model.structure=none with "
+                    "an efficient kernel (or a kernel that takes any mask: local, longformer, "
+                    "bigbird, synthesizer)"
+                )
 
 
 class DistanceBias(nn.Module):
@@ -115,21 +123,6 @@ class DistanceBias(nn.Module):
         return self.table(bucket).permute(0, 3, 1, 2)  # (b, n, n, h) -> (b, h, n, n)
 
 
-class _ScoreBias(PositionalEncoding):
-    """This batch's bias as a ``"scores"`` encoding: how a block hands a bias to its
-    attention (``MultiHeadAttention`` adds ``score_bias`` to the scores). Built per call and
-    never stored, so no state hides on a module."""
-
-    acts_on: ClassVar[str] = "scores"
-
-    def __init__(self, bias: Tensor) -> None:
-        super().__init__()
-        self.bias = bias  # (b, h, n, n)
-
-    def score_bias(self, q_len: int, kv_len: int, *, q_offset: int = 0) -> Tensor:
-        return self.bias
-
-
 class MoleculeOutput(NamedTuple):
     prediction: Tensor  # (b,) the (standardised) property
     weights: list[Tensor] | None  # per layer (b, h, i, j)
@@ -155,11 +148,7 @@ class MoleculeModel(nn.Module):
         super().__init__()
         self.config = c = config
         self.embed = nn.Linear(in_features, c.dim)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.dim, c.heads, ff_hidden=c.ff_hidden or 2 * c.dim, dropout=c.dropout)
-            for _ in range(c.depth)
-        )
-        self.norm = nn.LayerNorm(c.dim)
+        self.encoder = TransformerEncoder.from_config(c.dim, c)  # pre-norm: ends in a LayerNorm
         self.distance_bias = DistanceBias(c.heads, c.max_distance) if c.structure == "spd" else None
         self.pool = POOLINGS.get(c.pooling)(c.dim)
         self.out = nn.Sequential(
@@ -185,14 +174,10 @@ class MoleculeModel(nn.Module):
         valid = torch.arange(atoms.shape[1], device=atoms.device) < lengths[:, None]  # (b, n)
         x = self.embed(atoms) * valid.unsqueeze(-1)  # (b, n, dim)
         mask = self.attention_mask(distances, lengths)
-        bias = _ScoreBias(self.distance_bias(distances)) if self.distance_bias else None
-        weights: list[Tensor] | None = [] if need_weights else None
-        for block in self.blocks:
-            o = block(x, mask=mask, positional=bias, need_weights=need_weights)
-            x = o.out
-            if weights is not None:
-                weights.append(o.self_weights)
-        x = self.norm(x) * valid.unsqueeze(-1)
+        bias = self.distance_bias(distances) if self.distance_bias else None  # (b, h, n, n)
+        encoded = self.encoder(x, mask=mask, bias=bias, need_weights=need_weights)
+        weights = list(encoded.weights) if need_weights else None
+        x = encoded.out * valid.unsqueeze(-1)
         pooled, pool_weights = self.pool(x, lengths)  # (b, dim), (b, n) | None
         if self.config.extensive:
             pooled = pooled * (lengths.unsqueeze(-1).to(pooled.dtype) / TYPICAL_ATOMS)
