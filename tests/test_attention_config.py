@@ -54,6 +54,7 @@ def test_valid_settings_build_the_layer():
     assert MultiHeadAttention.from_config(16, 4, cases[3]).kernel.backend == "banded"
 
 
-def test_deprecated_option_names_and_kernel_modules_pass():
-    AttentionConfig(kernel="local", kernel_options={"impl": "banded"})  # renamed, still valid
+def test_kernel_modules_pass_old_option_names_do_not():
+    with pytest.raises(ValueError, match=r"kernel 'local' has no option\(s\) \['impl'\]"):
+        AttentionConfig(kernel="local", kernel_options={"impl": "banded"})  # now backend=
     AttentionConfig(kernel=torch.nn.Identity())  # a module is the blocks' business: unchecked

@@ -211,15 +211,6 @@ def test_chunked_block_size_from_budget():
     assert ChunkedBackend(budget=1).block_for(p) == 16  # never below 16
     pa = make_problem("additive", "softmax", None, False, b=2, h=4)
     assert ChunkedBackend(budget=1 << 16).block_for(pa) == 32  # 8 hidden units per pair
-
-
-def test_chunked_tile_is_a_deprecated_name_of_block():
-    p = make_problem("scaled_dot", "softmax", None, False, b=2, h=4)
-    with pytest.warns(DeprecationWarning, match="tile=.*block="):
-        backend = ChunkedBackend(tile=16)
-    assert backend.block == backend.tile == 16
-    with pytest.warns(DeprecationWarning, match="tile_size.*block_for"):
-        assert backend.tile_size(p) == 16
     with pytest.raises(ValueError, match="block must be a positive int"):
         ChunkedBackend(block=0)
 

@@ -186,7 +186,9 @@ def test_block_causal_combines_with_mask():
 def test_block_rejects_impossible_combinations():
     with pytest.raises(ValueError, match="cross_attention=True"):
         TransformerBlock(DIM, HEADS, context_dim=8)
-    with pytest.raises(ValueError, match="context_dim"), pytest.warns(DeprecationWarning):
+    with pytest.raises(
+        TypeError, match=r"expected an AttentionConfig.*AttentionConfig\(\*\*settings\)"
+    ):
         TransformerBlock(DIM, HEADS, cross_attention=True, attention={"context_dim": 8})
     block = TransformerBlock(DIM, HEADS)
     x = torch.randn(1, 3, DIM)
@@ -228,30 +230,6 @@ def test_block_attention_settings_and_dropout():
         )
     with pytest.raises(TypeError, match="AttentionConfig"):
         TransformerBlock(DIM, HEADS, attention="performer")
-
-
-def test_a_dict_of_attention_options_is_deprecated_and_equivalent():
-    torch.manual_seed(0)
-    new = TransformerEncoder(
-        DIM, HEADS, 2, attention=AttentionConfig(score="additive", backend="reference"),
-        attention_dropout=0.1,
-    )  # fmt: skip
-    with pytest.warns(DeprecationWarning, match="AttentionConfig"):
-        old = TransformerEncoder(
-            DIM, HEADS, 2, attention={"score": "additive", "backend": "reference", "dropout": 0.1}
-        )
-    old.load_state_dict(new.state_dict())
-    new, old = new.double().eval(), old.double().eval()
-    x = randn(2, 5, DIM)
-    torch.testing.assert_close(old(x).out, new(x).out, atol=0, rtol=0)
-    assert old.blocks[1].self_attn.dropout == 0.1
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="set twice"):
-        TransformerBlock(DIM, HEADS, attention={"dropout": 0.1}, attention_dropout=0.2)
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="unknown settings"):
-        TransformerBlock(DIM, HEADS, attention={"features": 8})
-    with pytest.warns(DeprecationWarning):  # a kernel's options travel with the kernel
-        block = TransformerDecoder(DIM, HEADS, 1, attention={"kernel": "performer", "features": 8})
-    assert block.blocks[0].self_attn.kernel is not None
 
 
 def test_block_cache_matches_full_causal():

@@ -177,13 +177,6 @@ def test_eval_device_cuda_without_cuda_names_the_option(capsys):
     assert "--device cuda: CUDA is not available" in capsys.readouterr().err
 
 
-def test_eval_batch_is_deprecated():
-    import attnlab.commands
-
-    with pytest.warns(DeprecationWarning, match="EVAL_BATCH"):
-        assert attnlab.commands.EVAL_BATCH == 64
-
-
 @needs_data
 def test_eval_of_several_runs_is_their_ensemble(run_dir, capsys, tmp_path):
     assert main(["eval", str(run_dir)]) == 0

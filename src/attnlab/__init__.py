@@ -1,9 +1,10 @@
 """attnlab: self-attention, complete and exact, and a lab to train and compare it."""
 
 from . import functional, masks
-from .attention import AttentionOutput, KVCache, MultiHeadAttention, RecurrentCache
+from .attention import AttentionOutput, KVCache, MultiHeadAttention
 from .attention_config import AttentionConfig
 from .blocks.conv_attention import ConvAsAttention, conv_as_attention
+from .efficient.linear import RecurrentCache
 from .functional import attend
 
 __all__ = [

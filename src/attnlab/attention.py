@@ -11,50 +11,27 @@ Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention_checks import bias_flags, check_kernel_request, check_sequence
+from .attention_checks import bias_flags, check_sequence
 from .attention_config import AttentionConfig
-from .efficient import make_kernel
-from .efficient.linear import LinearKernel, RecurrentCache, recurrent_attention
 from .functional import get_normalize, make_score
-from .kernels import AttentionKernel, ExactKernel, KernelModule, run_kernel
+from .kernels import AttentionKernel, KernelModule, run_kernel
+from .kernels.cache import KVCache
 from .masks import Mask
 from .positional.base import PositionalEncoding
 
-__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache", "RecurrentCache"]
+__all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache"]
 
 
 class AttentionOutput(NamedTuple):
     out: Tensor  # (b, n, dim)
     weights: Tensor | None  # (b, h, i, j) when need_weights
     backend: str  # what ran: the exact backend's name, or the efficient kernel's
-
-
-@dataclass
-class KVCache:
-    """Keys and values of earlier steps, for incremental decoding.
-
-    Self-attention appends each step's keys and values; cross-attention fills the cache from the
-    context once and reuses it.
-    """
-
-    k: Tensor | None = None  # (b, h, j, d)
-    v: Tensor | None = None  # (b, h, j, d)
-
-    @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
 
 
 class MultiHeadAttention(nn.Module):
@@ -88,6 +65,19 @@ class MultiHeadAttention(nn.Module):
         kernel: an efficient approximate attention kernel (module or registered name) that
             replaces the exact maths; ``kernel_options`` are passed to its constructor.
 
+    Call (:meth:`forward`):
+        x: the queries' source; context: the keys' and values' source (cross-attention) or
+        None (self-attention). mask: True = may attend; a boolean tensor broadcastable to
+        ``(b, h, n, m)`` or a :class:`~attnlab.masks.Mask`. Key padding is
+        ``masks.padding(lengths)`` or a ``(b, 1, 1, m)`` tensor; a 2-D tensor is ``(n, m)``,
+        and one whose first size is the batch size is refused as ambiguous (torch's
+        ``key_padding_mask`` is ``(b, m)`` and means the opposite, True = ignore). bias: added
+        to the scores (a Hugging Face style additive mask, learned relative biases; exact
+        attention only). positional: a positional encoding, applied where it acts (input, q/k
+        or scores). need_weights: also return the weights. cache: :meth:`new_cache` for
+        incremental causal self-attention (a :class:`KVCache`, or for ``kernel="linear"`` its
+        constant-size ``RecurrentCache``), or a :class:`KVCache` for cross-attention.
+
     Shapes:
         - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``
         - mask: boolean broadcastable to ``(b, h, n, m)``, True = may attend, or a
@@ -119,15 +109,14 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"heads must be a positive divisor of dim={dim}, got heads={heads!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        qkv_bias, out_bias = bias_flags(bias, qkv_bias, out_bias)
-        if kernel is not None:
-            check_kernel_request(kernel, kernel_options, score, normalize, backend, dropout)
-            if backend != "auto":  # how a sparse kernel computes: its backend option
-                kernel_options = {**kernel_options, "backend": backend}
-        elif kernel_options:
+        if kernel is None and kernel_options:
             raise ValueError(
                 f"options {sorted(kernel_options)} are kernel options; pass kernel=NAME with them"
             )
+        # One validator: the settings as an AttentionConfig, which also builds the kernel.
+        config = AttentionConfig(score=score, normalize=normalize, backend=backend,
+                                 kernel=kernel, kernel_options=kernel_options)  # fmt: skip
+        qkv_bias, out_bias = bias_flags(bias, qkv_bias, out_bias)
         self.dim, self.heads, self.head_dim = dim, heads, dim // heads
         self.context_dim = context_dim or dim
         self.dropout, self.backend = dropout, backend
@@ -139,16 +128,9 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(dim, dim, bias=qkv_bias)
         self.kv_proj = nn.Linear(self.context_dim, 2 * dim, bias=qkv_bias)  # [keys; values]
         self.out_proj = nn.Linear(dim, dim, bias=out_bias)
-        self.kernel: AttentionKernel | KernelModule
-        if kernel is None:
-            self.kernel = ExactKernel(
-                dim=dim, heads=heads, score=self.score, normalize=self.normalize,
-                backend=backend, dropout=dropout,
-            )  # fmt: skip
-        elif isinstance(kernel, nn.Module):
-            self.kernel = kernel
-        else:
-            self.kernel = make_kernel(kernel, dim=dim, heads=heads, **kernel_options)
+        self.kernel: AttentionKernel | KernelModule = config.build_kernel(
+            dim=dim, heads=heads, dropout=dropout, score=self.score
+        )
 
     @classmethod
     def from_config(
@@ -171,36 +153,46 @@ class MultiHeadAttention(nn.Module):
         bias: Tensor | None = None,
         positional: PositionalEncoding | None = None,
         need_weights: bool = False,
-        cache: KVCache | RecurrentCache | None = None,
+        cache: Any = None,
     ) -> AttentionOutput:
-        """Attend from ``x`` to itself (``context=None``) or to ``context``.
-
-        Args:
-            x: ``(b, n, dim)`` queries' source.
-            context: ``(b, m, context_dim)`` keys' and values' source, or None.
-            mask: True = may attend; boolean tensor broadcastable to ``(b, h, n, m)`` or a Mask.
-                Key padding is ``masks.padding(lengths)`` or a ``(b, 1, 1, m)`` tensor; a 2-D
-                tensor is ``(n, m)``, and one whose first size is the batch size is refused
-                as ambiguous (torch's ``key_padding_mask`` is ``(b, m)`` and means the
-                opposite, True = ignore). Longformer's per-example global tokens are a mask
-                term too: ``self.kernel.pattern(flags) & masks.padding(lengths)``.
-            bias: float ``(n, m)`` or ``(b, h, n, m)`` added to the scores (e.g. a Hugging
-                Face style additive mask, or learned relative biases); exact attention only.
-            positional: a positional encoding; applied where it acts (input, q/k or scores).
-            need_weights: also return the attention weights ``(b, h, n, m)``.
-            cache: a :class:`KVCache` for incremental decoding, or for causal self-attention
-                with ``kernel="linear"`` a :class:`RecurrentCache` (constant size; see
-                :meth:`new_cache`).
-        """
+        """Attend from ``x`` to itself (``context=None``) or to ``context``; the arguments and
+        shapes are the class docstring's. ``cache``: the layer's :meth:`new_cache` for
+        incremental causal self-attention, or a :class:`KVCache` that cross-attention fills
+        from ``context`` once and reuses."""
         self._check_call(x, context, mask, positional, cache)
         b, n, _ = x.shape
-        h, d = self.heads, self.head_dim
-        offset = cache.length if (cache is not None and context is None) else 0
+        self_cache = cache if context is None else None
+        offset = self_cache.length if self_cache is not None else 0
         acts_on = positional.acts_on if positional is not None else None
         if acts_on == "input":
             positional.check_length(offset + n)
             x = positional(x, offset=offset)
-        fresh_keys = True  # False when cross-attention reuses a cache filled earlier
+        q, k, v = self._project(x, context, cache)  # 3 x (b, h, i | j, d)
+        fresh = context is None or cache is None or cache.k is None  # keys not cached before
+        if acts_on == "qk" and fresh:
+            positional.check_length(offset + max(n, k.shape[2]))
+            q, k = positional.rotate(q, k, q_offset=offset, k_offset=offset)
+        if context is not None and cache is not None:
+            k, v = cache.append(k, v) if fresh else (cache.k, cache.v)
+        if acts_on == "scores":
+            kv_len = offset + k.shape[2]
+            positional.check_length(max(offset + n, kv_len))
+            scores_bias = positional.score_bias(n, kv_len, q_offset=offset)
+            bias = scores_bias if bias is None else bias + scores_bias
+        out, weights, ran = run_kernel(
+            self.kernel, q, k, v, mask=mask, bias=bias, need_weights=need_weights,
+            cache=self_cache,
+        )  # fmt: skip
+        out = out.transpose(1, 2).reshape(b, n, self.dim)  # (b, i, dim)
+        return AttentionOutput(self.out_proj(out), weights, ran)
+
+    def _project(
+        self, x: Tensor, context: Tensor | None, cache: Any
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``q, k, v`` ``(b, h, i | j, d)``; no ``k, v`` when cross-attention's cache already
+        holds the projected context."""
+        b, n, _ = x.shape
+        h, d = self.heads, self.head_dim
         if context is None:  # self-attention: one (dim -> 3 dim) matmul instead of two
             qkv = F.linear(x, *self._fused_qkv()).view(b, n, 3, h, d)  # (b, i, 3, h, d)
             # unbind along the q/k/v axis where it lies, then transpose each: backward stacks
@@ -208,35 +200,13 @@ class MultiHeadAttention(nn.Module):
             # backward reads (one copy; permuting first would stack, then copy again), and
             # never zero-fills a full buffer per slice as qkv[0], qkv[1], qkv[2] would.
             q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # 3 x (b, h, i, d)
-        else:
-            q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
-            if cache is not None and cache.k is not None:
-                k, v, fresh_keys = cache.k, cache.v, False  # the context was projected once
-            else:
-                kv = self.kv_proj(context).view(b, context.shape[1], 2, h, d)  # (b, j, 2, h, d)
-                k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (b, h, j, d)
-        if fresh_keys:
-            if acts_on == "qk":
-                positional.check_length(offset + max(n, k.shape[2]))
-                q, k = positional.rotate(q, k, q_offset=offset, k_offset=offset)
-            if isinstance(cache, KVCache):
-                k, v = cache.append(k, v)
-        if acts_on == "scores":
-            positional.check_length(max(offset + n, k.shape[2]))
-            scores_bias = positional.score_bias(n, k.shape[2], q_offset=offset)
-            bias = scores_bias if bias is None else bias + scores_bias
-        if isinstance(cache, RecurrentCache):  # linear attention as an RNN: no keys kept
-            out = recurrent_attention(
-                self.kernel, q, k, v, cache, mask=mask, bias=bias, need_weights=need_weights
-            )
-            out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
-            return AttentionOutput(self.out_proj(out), None, f"{self.kernel.name}-recurrent")
-        out, weights, ran = run_kernel(
-            self.kernel, q, k, v, mask=mask, bias=bias, q_offset=offset,
-            need_weights=need_weights,
-        )  # fmt: skip
-        out = out.transpose(1, 2).reshape(b, n, h * d)  # (b, i, dim)
-        return AttentionOutput(self.out_proj(out), weights, ran)
+            return q, k, v
+        q = self.q_proj(x).view(b, n, h, d).transpose(1, 2)  # (b, h, i, d)
+        if cache is not None and cache.k is not None:
+            return q, None, None  # the context was projected once, into the cache
+        kv = self.kv_proj(context).view(b, context.shape[1], 2, h, d)  # (b, j, 2, h, d)
+        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (b, h, j, d)
+        return q, k, v
 
     def _check_call(
         self,
@@ -244,7 +214,7 @@ class MultiHeadAttention(nn.Module):
         context: Tensor | None,
         mask: Tensor | Mask | None,
         positional: PositionalEncoding | None,
-        cache: KVCache | RecurrentCache | None,
+        cache: Any,
     ) -> None:
         """What only the layer can check; the kernel checks the mask and bias shapes."""
         check_sequence(x, "x", self.dim, self.q_proj.weight)
@@ -259,10 +229,10 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"context: batch {context.shape[0]} differs from x's batch {x.shape[0]}"
                 )
-        if isinstance(cache, RecurrentCache) and context is not None:
+        if context is not None and cache is not None and not isinstance(cache, KVCache):
             raise ValueError(
-                "cache: a RecurrentCache is for causal self-attention; cross-attention reuses "
-                "its projected context through a KVCache"
+                f"cache: a {type(cache).__name__} is for causal self-attention; "
+                "cross-attention reuses its projected context through a KVCache"
             )
         if positional is not None and context is not None and cache is not None:
             raise ValueError(
@@ -280,11 +250,11 @@ class MultiHeadAttention(nn.Module):
                 "knows the queries' positions, rather than a dense tensor"
             )
 
-    def new_cache(self) -> KVCache | RecurrentCache:
-        """An empty incremental-decoding cache for this layer's causal self-attention: a
-        :class:`RecurrentCache` (constant size) when the kernel has an RNN form (``linear``),
-        else a :class:`KVCache`."""
-        return RecurrentCache() if isinstance(self.kernel, LinearKernel) else KVCache()
+    def new_cache(self) -> Any:
+        """An empty incremental-decoding cache for this layer's causal self-attention, the
+        kernel's: a :class:`~attnlab.efficient.linear.RecurrentCache` (constant size) for a
+        kernel with an RNN form (``linear``), else a :class:`KVCache`."""
+        return self.kernel.new_cache() if isinstance(self.kernel, AttentionKernel) else KVCache()
 
     def train(self, mode: bool = True) -> MultiHeadAttention:
         # Fused AdamW (torch 2.13, CPU) updates parameters without bumping their version, so

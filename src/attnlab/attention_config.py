@@ -11,10 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch import nn
+
 from .backends import check_backend_name
-from .efficient import KERNELS, check_kernel_options, kernel_options
+from .efficient import KERNELS, check_kernel_options, kernel_options, make_kernel
 from .efficient.local import check_backend as check_sparse_backend
 from .functional import NORMALIZATIONS, SCORES
+from .kernels import ExactKernel
 
 __all__ = ["AttentionConfig"]
 
@@ -64,11 +67,55 @@ class AttentionConfig:
             ]
         elif self.kernel is None:
             checks.append(("backend", lambda: check_backend_name(self.backend)))
+        checks.append(("kernel", self._check_kernel_request))
         for name, check in checks:
             try:
                 check()
             except ValueError as err:
                 raise ValueError(f"attention.{name}: {err}") from None
+
+    def _check_kernel_request(self) -> None:
+        if self.kernel is None:
+            return
+        if self.score != "scaled_dot" or self.normalize != "softmax":
+            raise ValueError(
+                "kernel= replaces the exact attention maths; leave score and normalize at their "
+                "defaults when you choose a kernel"
+            )
+        if isinstance(self.kernel, nn.Module):
+            if self.kernel_options:
+                raise ValueError("kernel options go to a kernel built by name, not to a module")
+            if self.backend != "auto":
+                name = getattr(self.kernel, "name", type(self.kernel).__name__)
+                raise ValueError(
+                    f"backend={self.backend!r}: kernel {name!r} has no backend choice (a kernel "
+                    "module computes as it was built); leave backend='auto'"
+                )
+
+    def build_kernel(
+        self, *, dim: int, heads: int, dropout: float = 0.0, score: nn.Module | None = None
+    ) -> nn.Module:
+        """The attention kernel of these settings for ``heads`` heads of width ``dim``:
+        :class:`~attnlab.kernels.ExactKernel` (with ``dropout`` on its weights, and ``score``,
+        a score module the caller registers, e.g. the additive score's parameters), the named
+        efficient kernel, or the kernel module given.
+
+        Raises:
+            ValueError: ``dropout > 0`` with an efficient kernel (it forms no weights).
+        """
+        if self.kernel is None:
+            return ExactKernel(dim=dim, heads=heads, score=score or self.score,
+                               normalize=self.normalize, backend=self.backend, dropout=dropout)  # fmt: skip
+        if dropout > 0:
+            raise ValueError(
+                f"dropout={dropout}: efficient kernels never form attention weights, so there "
+                "is nothing to drop; use dropout=0 with kernel= (residual dropout in the blocks "
+                "still applies)"
+            )
+        if isinstance(self.kernel, nn.Module):
+            return self.kernel
+        backend = {} if self.backend == "auto" else {"backend": self.backend}
+        return make_kernel(self.kernel, dim=dim, heads=heads, **self.kernel_options, **backend)
 
     def _check_kernel_options(self) -> None:
         check_kernel_options(self.kernel, self.kernel_options)
@@ -82,7 +129,11 @@ class AttentionConfig:
         if self.backend == "auto":
             return
         if "backend" not in kernel_options(self.kernel):
-            raise ValueError(f"kernel {self.kernel!r} has no backend choice; leave it 'auto'")
+            with_one = [n for n in KERNELS.names() if "backend" in kernel_options(n)]
+            raise ValueError(
+                f"kernel {self.kernel!r} has no backend choice; leave it 'auto' (kernels with "
+                f"one: {', '.join(with_one)})"
+            )
         check_sparse_backend(self.backend)
 
     def layer_kwargs(self) -> dict[str, Any]:

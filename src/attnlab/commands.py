@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 import sys
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -301,15 +300,3 @@ def show_command(
                                   query_tokens=attn.queries, layer=layer, head=head)  # fmt: skip
     print(path)
     return 0
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EVAL_BATCH":  # eval now uses the run's own evaluation batch size
-        warnings.warn(
-            "attnlab.commands.EVAL_BATCH is deprecated and unused: eval batches as the run "
-            "did (train.eval_batch_size, else train.batch_size)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return 64
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,8 +19,8 @@ SENTENCE = "I saw a saw ."
 #: name -> overrides of the pos task's defaults
 MODELS = {
     "self-attention": [],
-    "window k=1": ["--model.encoder.kind=window", "--model.encoder.context=1"],
-    "window k=3": ["--model.encoder.kind=window", "--model.encoder.context=3"],
+    "window k=1": ["--model.encoder.kind=fc", "--model.encoder.context=1"],
+    "window k=3": ["--model.encoder.kind=fc", "--model.encoder.context=3"],
 }
 
 

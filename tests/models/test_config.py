@@ -76,29 +76,8 @@ def test_a_config_is_only_its_own_kind():
         CNNEncoderConfig(kind="rnn")
     with pytest.raises(TypeError, match="heads"):
         CNNEncoderConfig(heads=8)  # no silently ignored settings
-    with pytest.warns(DeprecationWarning, match="'window' is deprecated"):
-        assert FCEncoderConfig(kind="window").kind == "fc"
-
-
-def test_the_flat_encoder_config_of_old_still_builds_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="build RNNEncoderConfig"):
-        assert EncoderConfig(kind="rnn", depth=1) == RNNEncoderConfig(depth=1)
-    with pytest.warns(DeprecationWarning, match="build TransformerEncoderConfig"):
-        assert EncoderConfig() == TransformerEncoderConfig()
-    with pytest.warns(DeprecationWarning):
-        old = EncoderConfig(kind="transformer", kernel="performer", local_window=2, score="dot")
-    assert old == TransformerEncoderConfig(
-        window=2, attention=AttentionConfig(score="dot", kernel="performer")
-    )
-    with pytest.warns(DeprecationWarning):
-        assert EncoderConfig(kind="window", context=5) == FCEncoderConfig(context=5)
-    with (
-        pytest.warns(DeprecationWarning),
-        pytest.raises(
-            ValueError, match=r"kind 'cnn' \(CNNEncoderConfig\): unknown fields \['heads'\]"
-        ),
-    ):
-        EncoderConfig(kind="cnn", heads=8)
+    with pytest.raises(ValueError, match="unknown encoder kind 'window'"):
+        FCEncoderConfig(kind="window")  # the old name of fc is gone (train.legacy reads it)
 
 
 def test_from_dict_names_the_kind_and_its_fields():

@@ -191,16 +191,6 @@ def test_attention_dropout_defaults_to_dropout_and_can_differ():
     assert enc.encoder.blocks[0].ff.drop.p == 0.2
 
 
-def test_window_encoder_is_a_deprecated_name_of_fc_encoder():
-    import attnlab.models as models
-    import attnlab.models.baselines as baselines
-
-    with pytest.warns(DeprecationWarning, match="FCEncoder"):
-        assert models.WindowEncoder is FCEncoder
-    with pytest.warns(DeprecationWarning, match="FCEncoder"):
-        assert baselines.WindowEncoder is FCEncoder
-
-
 def test_impossible_combinations_fail_at_construction():
     with pytest.raises(ValueError, match="odd"):
         FCEncoder(D, context=2)

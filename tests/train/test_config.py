@@ -311,27 +311,6 @@ def test_attention_settings_are_one_section_set_in_any_order():
         apply_overrides(base, ["--model.encoder.attention.kernel_options.features=8"])
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_old_cli_spellings_still_work():
-    base = RunConfig.for_task("pos")
-    new = apply_overrides(
-        base,
-        ["--model.encoder.attention.kernel=performer", "--model.encoder.window=3",
-         "--model.encoder.attention.kernel_options.features=8",
-         "--model.encoder.attention.score=dot"],
-    )  # fmt: skip
-    old = apply_overrides(
-        base,
-        ["--model.encoder.kernel=performer", "--model.encoder.local_window=3",
-         "--model.encoder.kernel_options.features=8", "--model.encoder.score=dot"],
-    )  # fmt: skip
-    assert old == new
-    fc = apply_overrides(base, ["--model.encoder.kind=fc", "--model.encoder.context=1"])
-    with pytest.warns(DeprecationWarning, match="'window' is deprecated; use 'fc'"):
-        window = apply_overrides(base, ["--model.encoder.kind=window", "--model.encoder.context=1"])
-    assert window == fc and window.model.encoder.kind == "fc"
-
-
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -352,23 +331,26 @@ def test_every_encoder_kind_round_trips_through_config_json(tmp_path, overrides)
     assert ModelConfig.from_dict(data["model"]) == cfg.model  # the models' own reader agrees
 
 
-def test_an_old_config_json_loads_migrated():
-    from attnlab.models import FCEncoderConfig, ModelConfig, TransformerEncoderConfig
+def test_an_old_checkpoints_config_is_read_in_todays_spelling():
+    """Layout-1 checkpoints (the flat encoder section, ``local_window``, attention settings at
+    the encoder's top level, kind ``window``) load through :func:`attnlab.train.legacy.upgrade`
+    only; the config readers know today's spelling alone."""
+    from attnlab.models import FCEncoderConfig, TransformerEncoderConfig
+    from attnlab.train.legacy import upgrade
 
-    old = {"task": "pos", "out_dir": "runs/pos", "model": OLD_MODEL_SECTION}
-    with pytest.warns(DeprecationWarning, match="'window' is deprecated"):
-        cfg = RunConfig.from_dict(old)
-    assert cfg.model.encoder == FCEncoderConfig(context=1)
-    with pytest.warns(DeprecationWarning):
-        assert ModelConfig.from_dict(OLD_MODEL_SECTION).encoder == FCEncoderConfig(context=1)
+    def read(model):
+        ckpt = {"version": 1, "config": {"task": "pos", "out_dir": "runs/pos", "model": model}}
+        return RunConfig.from_dict(upgrade(ckpt)["config"])
+
+    assert read(OLD_MODEL_SECTION).model.encoder == FCEncoderConfig(context=1)
     encoder = {**OLD_MODEL_SECTION["encoder"], "kind": "transformer", "kernel": "performer",
-               "kernel_options": {"features": 16}, "local_window": 4, "heads": 2}  # fmt: skip
-    with pytest.warns(DeprecationWarning, match="kernel is now attention.kernel"):
-        cfg = RunConfig.from_dict({**old, "model": {**OLD_MODEL_SECTION, "encoder": encoder}})
-    enc = cfg.model.encoder
+               "kernel_options": {"features": 16, "chunk": 32}, "local_window": 4, "heads": 2}  # fmt: skip
+    enc = read({**OLD_MODEL_SECTION, "encoder": encoder}).model.encoder
     assert isinstance(enc, TransformerEncoderConfig)
     assert (enc.heads, enc.window, enc.attention.kernel) == (2, 4, "performer")
-    assert enc.attention.kernel_options == {"features": 16}
+    assert enc.attention.kernel_options == {"features": 16, "block": 32}
+    with pytest.raises(ValueError, match="unknown encoder kind 'window'"):  # today's names only
+        RunConfig.from_dict({"task": "pos", "model": OLD_MODEL_SECTION})
 
 
 def test_conflicting_overrides_are_refused():

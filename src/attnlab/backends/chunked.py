@@ -9,7 +9,6 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -32,29 +31,14 @@ class ChunkedBackend(Backend):
             block (``b * h * block^2`` pairs times the score's ``pair_cost``) fits ``budget``
             elements, between 16 and 1024.
         budget: elements per score block when ``block`` is not given.
-        tile: deprecated name of ``block``.
     """
 
     name = "chunked"
 
-    def __init__(
-        self, block: int | None = None, budget: int = 1 << 22, *, tile: int | None = None
-    ) -> None:
-        if tile is not None:
-            warnings.warn(
-                "ChunkedBackend(tile=...) is deprecated; use block=...",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            block = tile if block is None else block
+    def __init__(self, block: int | None = None, budget: int = 1 << 22) -> None:
         if block is not None and (not isinstance(block, int) or block <= 0):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
         self.block, self.budget = block, budget
-
-    @property
-    def tile(self) -> int | None:
-        """Deprecated name of :attr:`block`."""
-        return self.block
 
     def unsupported(self, p: Problem) -> str | None:
         if p.need_weights:
@@ -68,13 +52,6 @@ class ChunkedBackend(Backend):
         b, h, _, _ = p.shape
         side = math.isqrt(max(1, self.budget // max(1, b * h * p.score.pair_cost)))
         return max(16, min(1024, 1 << (side.bit_length() - 1)))
-
-    def tile_size(self, p: Problem) -> int:
-        """Deprecated name of :meth:`block_for`."""
-        warnings.warn(
-            "ChunkedBackend.tile_size is deprecated; use block_for", DeprecationWarning, 2
-        )
-        return self.block_for(p)
 
     @staticmethod
     def _slice(t: Tensor | None, qs: int, qe: int, ks: int, ke: int) -> Tensor | None:

@@ -309,7 +309,7 @@ def bench_recurrent_linear(
 
         def step(state=state, q=q, k=k, v=v) -> Tensor:
             with torch.no_grad():
-                return kernel.step(q[:, :, -1], k[:, :, -1], v[:, :, -1], state)[0]
+                return kernel.rnn_step(q[:, :, -1], k[:, :, -1], v[:, :, -1], state)[0]
 
         def rerun(q=q, k=k, v=v) -> Tensor:
             with torch.no_grad():

@@ -7,7 +7,7 @@ Legend: ``b`` batch, ``n`` / ``i`` query positions, ``m`` / ``j`` key positions,
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
@@ -16,8 +16,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
-from ..attention import KVCache, MultiHeadAttention, RecurrentCache
+from ..attention import KVCache, MultiHeadAttention
 from ..attention_config import AttentionConfig
+from ..efficient.linear import RecurrentCache
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
 from .feedforward import FeedForward
@@ -87,8 +88,7 @@ class TransformerBlock(nn.Module):
             (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
             kernel and its options; default ``AttentionConfig()``, exact scaled-dot softmax). A
             kernel *module* given as ``attention.kernel`` is copied into each attention layer,
-            so layers do not share its parameters. A ``dict`` of those settings still works but
-            is deprecated.
+            so layers do not share its parameters.
         attention_dropout: dropout on the attention weights (default ``dropout``); exact
             attention only, efficient kernels refuse a positive value.
         ff_layer: the feed-forward class (or ``functools.partial``), called as
@@ -118,7 +118,7 @@ class TransformerBlock(nn.Module):
         cross_attention: bool = False,
         context_dim: int | None = None,
         causal: bool = False,
-        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention: AttentionConfig | None = None,
         attention_dropout: float | None = None,
         ff_layer: Callable[..., nn.Module] = FeedForward,
     ) -> None:
@@ -241,7 +241,7 @@ class TransformerBlock(nn.Module):
         layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
         *,
         causal: bool = False,
-        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention: AttentionConfig | None = None,
     ) -> TransformerBlock:
         """A block with the weights of a ``torch.nn.TransformerEncoderLayer`` or
         ``TransformerDecoderLayer`` (any ``batch_first``, ``norm_first``, relu / gelu).
@@ -261,8 +261,6 @@ class TransformerBlock(nn.Module):
                 "from_torch expects nn.TransformerEncoderLayer or nn.TransformerDecoderLayer, "
                 f"got {type(layer).__name__}"
             )
-        if isinstance(attention, Mapping) and "dropout" in attention:
-            raise ValueError("from_torch: the attention dropout comes from the torch layer")
         attention, _ = attention_settings(attention, None)
         options = attention.layer_kwargs()
         decoder = isinstance(layer, nn.TransformerDecoderLayer)

@@ -6,9 +6,9 @@ Legend: ``b`` batch, ``n`` / ``i`` target positions, ``m`` context positions, ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from torch import Tensor, nn
 
@@ -103,7 +103,7 @@ class TransformerDecoder(BlockStack):
         dropout: float = 0.0,
         norm_first: bool = True,
         norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
-        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention: AttentionConfig | None = None,
         attention_dropout: float | None = None,
         ff_layer: Callable[..., nn.Module] = FeedForward,
         positional: PositionalEncoding | None = None,

@@ -5,8 +5,8 @@ Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from torch import Tensor, nn
 
@@ -70,7 +70,7 @@ class TransformerEncoder(BlockStack):
         norm_first: bool = True,
         norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
         causal: bool = False,
-        attention: AttentionConfig | Mapping[str, Any] | None = None,
+        attention: AttentionConfig | None = None,
         attention_dropout: float | None = None,
         ff_layer: Callable[..., nn.Module] = FeedForward,
         positional: PositionalEncoding | None = None,

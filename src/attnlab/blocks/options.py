@@ -1,13 +1,10 @@
 """What the blocks' constructors do with their ``attention`` and ``ff_layer`` arguments.
 
-Shared by :class:`~attnlab.blocks.TransformerBlock`, the encoder and decoder stacks and
-:class:`~attnlab.models.TransformerSequenceEncoder`, so a legacy ``attention={...}`` dict is
-converted (and warned about) once, at the constructor the user called.
+Shared by :class:`~attnlab.blocks.TransformerBlock` and the encoder and decoder stacks.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -22,59 +19,24 @@ _ATTENTION_FIELDS = tuple(f.name for f in fields(AttentionConfig))
 
 
 def attention_settings(
-    attention: AttentionConfig | Mapping[str, Any] | None,
-    attention_dropout: float | None,
-    *,
-    stacklevel: int = 3,
+    attention: AttentionConfig | None, attention_dropout: float | None
 ) -> tuple[AttentionConfig, float | None]:
-    """``(AttentionConfig, attention dropout)`` from a constructor's ``attention`` argument.
-
-    ``attention`` was once a ``dict`` of :class:`MultiHeadAttention` keyword arguments; such a
-    dict still works, with a ``DeprecationWarning``: ``score``, ``normalize``, ``backend``,
-    ``kernel`` and ``kernel_options`` become the config's fields, ``dropout`` the attention
-    dropout, and any other key a kernel option.
-
-    Args:
-        attention: the settings, a legacy dict, or None (``AttentionConfig()``).
-        attention_dropout: the constructor's own ``attention_dropout`` argument.
-        stacklevel: where the deprecation warning points (the caller's caller by default).
+    """``(AttentionConfig, attention dropout)`` from a constructor's ``attention`` argument
+    (None: ``AttentionConfig()``).
 
     Raises:
-        ValueError: a dict holds ``context_dim`` (a block argument), both the dict and the
-            argument set the dropout, or a key is neither a setting nor a kernel option.
+        TypeError: ``attention`` is not an AttentionConfig (a ``dict`` of settings is
+            ``AttentionConfig(**settings)``).
     """
     if attention is None:
         return AttentionConfig(), attention_dropout
-    if isinstance(attention, AttentionConfig):
-        return attention, attention_dropout
-    if not isinstance(attention, Mapping):
+    if not isinstance(attention, AttentionConfig):
         raise TypeError(
             f"attention: expected an AttentionConfig (or None), got {type(attention).__name__}"
-        )
-    warnings.warn(
-        "attention={...} (a dict) is deprecated; pass attention=AttentionConfig(...) and "
-        "attention_dropout=... instead",
-        DeprecationWarning,
-        stacklevel=stacklevel,
-    )
-    options = dict(attention)
-    if "context_dim" in options:
-        raise ValueError("pass context_dim to the block, not inside attention={...}")
-    if "dropout" in options:
-        if attention_dropout is not None:
-            raise ValueError(
-                "the attention dropout is set twice: attention={'dropout': ...} and "
-                "attention_dropout=...; keep attention_dropout"
-            )
-        attention_dropout = options.pop("dropout")
-    settings = {k: options.pop(k) for k in _ATTENTION_FIELDS if k in options}
-    if options and settings.get("kernel") is None:
-        raise ValueError(
-            f"attention: unknown settings {sorted(options)}; valid: "
-            f"{', '.join(_ATTENTION_FIELDS)}, dropout, or a kernel's options with kernel=NAME"
-        )
-    settings["kernel_options"] = {**settings.get("kernel_options", {}), **options}
-    return AttentionConfig(**settings), attention_dropout
+            + ("; build AttentionConfig(**settings) from a dict" if isinstance(attention, Mapping)
+               else "")
+        )  # fmt: skip
+    return attention, attention_dropout
 
 
 def ff_kwargs(

@@ -28,7 +28,7 @@ registered here.
 
 One word per concept in the options: ``window`` is a radius (keys at ``|i - j| <= window``, as
 :func:`attnlab.masks.local`), ``block`` a block length, ``backend`` the way a sparse kernel
-computes (``impl`` and ``chunk`` are deprecated names of ``backend`` and ``block``).
+computes.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..registry import Registry
-from .base import AttentionKernel, MaskParts, is_causal, padding_lengths, split_mask
+from .base import AttentionKernel, MaskParts, split_mask
 from .bigbird import BigBirdKernel, BigBirdMask
 from .linear import LinearKernel, LinearState, RecurrentCache
 from .linformer import LinformerKernel
@@ -58,8 +58,6 @@ __all__ = [
     "AttentionKernel",
     "MaskParts",
     "split_mask",
-    "is_causal",
-    "padding_lengths",
     "BigBirdMask",
     "LongformerPattern",
     "LinearState",
@@ -83,11 +81,10 @@ for _cls in (
 
 
 def kernel_options(name: str) -> dict[str, Any]:
-    """The options of kernel ``name`` and their defaults (``dim`` and ``heads`` excluded, and
-    deprecated names, which :func:`make_kernel` still accepts, too)."""
+    """The options of kernel ``name`` and their defaults (``dim`` and ``heads`` excluded)."""
     cls = KERNELS.get(name)
     params = inspect.signature(cls.__init__).parameters
-    skip = {"dim", "heads", *cls.deprecated_options}
+    skip = {"dim", "heads"}
     return {
         p.name: p.default
         for p in params.values()
@@ -97,9 +94,9 @@ def kernel_options(name: str) -> dict[str, Any]:
 
 def check_kernel_options(name: str, options: Iterable[str]) -> None:
     """Raise ``ValueError`` naming the unknown options of kernel ``name`` and listing its valid
-    options with their defaults (deprecated names count as known)."""
+    options with their defaults."""
     valid = kernel_options(name)
-    unknown = sorted(set(options) - set(valid) - set(KERNELS.get(name).deprecated_options))
+    unknown = sorted(set(options) - set(valid))
     if unknown:
         listed = ", ".join(f"{k}={v!r}" for k, v in valid.items()) or "none"
         raise ValueError(f"kernel {name!r} has no option(s) {unknown}; valid options: {listed}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..kernels.base import renamed_option
 from ..masks import Mask
 from ._sparse import dedupe, full_rows, gathered_attention
 from .base import AttentionKernel, MaskParts
@@ -101,7 +100,6 @@ class BigBirdKernel(AttentionKernel):
         seed: seed of the random blocks (default 0).
         backend: ``"auto"`` (default: gathered blocks when sparse, else exact backends),
             ``"banded"`` (gathered blocks), ``"exact"`` or an exact backend's name.
-        impl: deprecated name of ``backend``.
 
     Complexity: time ``O(n (2w + 1 + s + g) c d)`` with ``c = block``; memory likewise.
     """
@@ -109,7 +107,6 @@ class BigBirdKernel(AttentionKernel):
     name = "bigbird"
     supports_causal = True
     supports_structured = True
-    deprecated_options = {"impl": "backend"}
 
     def __init__(
         self,
@@ -122,7 +119,6 @@ class BigBirdKernel(AttentionKernel):
         random_blocks: int = 3,
         seed: int = 0,
         backend: str = "auto",
-        impl: str | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         for key, val, low in (
@@ -135,14 +131,8 @@ class BigBirdKernel(AttentionKernel):
                 raise ValueError(f"{key} must be an int >= {low}, got {val!r}")
         self.block, self.window_blocks = block, window_blocks
         self.global_blocks, self.random_count = global_blocks, random_blocks
-        backend = renamed_option(self.name, "impl", "backend", impl, backend)
         self.seed, self.backend = seed, check_backend(backend)
         self._tables: dict[int, Tensor] = {}
-
-    @property
-    def impl(self) -> str:
-        """Deprecated name of :attr:`backend`."""
-        return self.backend
 
     def pattern(self, n: int) -> BigBirdMask:
         """The block pattern for sequences of up to ``n`` tokens (random blocks fixed by seed)."""

@@ -8,13 +8,13 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..kernels.base import renamed_option
+from ..kernels.base import KernelOutput
 from ..masks import Mask
 from .base import AttentionKernel, MaskParts, split_mask
 
@@ -24,7 +24,6 @@ __all__ = [
     "RecurrentCache",
     "linear_attention",
     "elu_feature_map",
-    "recurrent_attention",
 ]
 
 
@@ -46,7 +45,6 @@ def linear_attention(
     causal: bool,
     q_offset: int = 0,
     block: int = 64,
-    chunk: int | None = None,
 ) -> Tensor:
     r"""Kernelised attention :math:`o_i = \phi(q_i)^\top S / \phi(q_i)^\top z` with
     :math:`S = \sum_j \phi(k_j) v_j^\top` and :math:`z = \sum_j \phi(k_j)`, the sums running over
@@ -67,12 +65,10 @@ def linear_attention(
         causal: query ``t`` (position ``q_offset + t``) sees keys ``j <= q_offset + t`` only.
         q_offset: position of the first query (incremental decoding).
         block: block length ``c`` of the causal form.
-        chunk: deprecated name of ``block``.
 
     Returns:
         ``(b, h, i, e)`` in float32 or wider.
     """
-    block = renamed_option("linear_attention", "chunk", "block", chunk, block)
     dtype = torch.promote_types(torch.promote_types(phi_q.dtype, v.dtype), torch.float32)
     phi_q, phi_k, v = phi_q.to(dtype), phi_k.to(dtype), v.to(dtype)
     if not causal:
@@ -144,48 +140,6 @@ class RecurrentCache:
             self.s, self.z = self.s.index_select(0, index), self.z.index_select(0, index)
 
 
-def recurrent_attention(
-    kernel: AttentionKernel,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    cache: RecurrentCache,
-    *,
-    mask: Tensor | Mask | None = None,
-    bias: Tensor | None = None,
-    need_weights: bool = False,
-) -> Tensor:
-    """Causal self-attention of the new positions ``q, k, v`` ``(b, h, n, d)`` after the
-    ``cache.length`` earlier ones, by the kernel's RNN form; ``cache`` is updated in place.
-
-    Equal (up to rounding) to the parallel causal form over all positions. ``mask`` must be
-    causal (``masks.causal()``, optionally with ``masks.padding``): a recurrent state cannot
-    let a query see later keys.
-
-    Raises:
-        ValueError: a kernel without a recurrent form, a non-causal or structured mask, a
-            score bias, or ``need_weights``.
-    """
-    if not isinstance(kernel, LinearKernel):
-        raise ValueError(
-            f"cache: a RecurrentCache needs kernel='linear' (an RNN form), not "
-            f"{getattr(kernel, 'name', type(kernel).__name__)!r}; use a KVCache"
-        )
-    kernel.check_inputs(q, k, v)
-    b, _, n, _ = q.shape
-    offset = cache.length
-    parts = split_mask(mask, batch=b, q_len=n, kv_len=offset + n, q_offset=offset, device=q.device)
-    reason = kernel.unsupported(parts, bias=bias is not None, need_weights=need_weights)
-    if reason is None and not parts.causal:
-        reason = "mask: a RecurrentCache decodes causal attention only; pass masks.causal()"
-    if reason is not None:
-        raise ValueError(reason)
-    key_valid = None if parts.key_valid is None else parts.key_valid[..., offset:]
-    out, cache.state = kernel.decode(q, k, v, cache.state, key_valid=key_valid)
-    cache.length = offset + n
-    return out
-
-
 class LinearKernel(AttentionKernel):
     r"""Linear attention (Katharopoulos et al. 2020, "Transformers are RNNs").
 
@@ -197,7 +151,7 @@ class LinearKernel(AttentionKernel):
 
     Causal attention restricts both sums to :math:`j \le i` (Eq. 8-9), which is an RNN with
     state :math:`S_i = S_{i-1} + \phi(k_i) v_i^\top`, :math:`z_i = z_{i-1} + \phi(k_i)`
-    (Eq. 16-20): :meth:`step` decodes one token in ``O(d e)`` time and memory, with the same
+    (Eq. 16-20): :meth:`rnn_step` decodes one token in ``O(d e)`` time and memory, with the same
     outputs as the parallel form. Padded keys get :math:`\phi(k_j) = 0` (they add nothing to
     either sum). The softmax's scale :math:`1/\sqrt d` has no counterpart here (the paper
     uses none).
@@ -206,7 +160,6 @@ class LinearKernel(AttentionKernel):
         dim, heads: model width and number of heads (head dim ``d = dim // heads``).
         block: block length of the parallel causal form (default 64); it changes the speed,
             not the result.
-        chunk: deprecated name of ``block``.
 
     Complexity: time ``O(n d e)``, memory ``O(n (d + e))`` (non-causal) or
     ``O(n c + n d e / c)`` (causal, in blocks); a decoding step ``O(d e)``.
@@ -214,19 +167,12 @@ class LinearKernel(AttentionKernel):
 
     name = "linear"
     supports_causal = True
-    deprecated_options = {"chunk": "block"}
 
-    def __init__(self, *, dim: int, heads: int, block: int = 64, chunk: int | None = None) -> None:
+    def __init__(self, *, dim: int, heads: int, block: int = 64) -> None:
         super().__init__(dim=dim, heads=heads)
-        block = renamed_option(self.name, "chunk", "block", chunk, block)
         if not isinstance(block, int) or block <= 0:
             raise ValueError(f"block must be a positive int, got {block!r}")
         self.block = block
-
-    @property
-    def chunk(self) -> int:
-        """Deprecated name of :attr:`block`."""
-        return self.block
 
     def feature_map(self, x: Tensor) -> Tensor:
         return elu_feature_map(x)
@@ -253,7 +199,7 @@ class LinearKernel(AttentionKernel):
             torch.zeros(b, h, d, dtype=dtype, device=device),
         )
 
-    def step(
+    def rnn_step(
         self, q_t: Tensor, k_t: Tensor, v_t: Tensor, state: LinearState
     ) -> tuple[Tensor, LinearState]:
         """One causal decoding step (Eq. 18-20): ``(y_t, new_state)``.
@@ -273,10 +219,52 @@ class LinearKernel(AttentionKernel):
         den = torch.einsum("bhd,bhd->bh", phi_q.to(z.dtype), z)
         return _ratio(num, den).to(v_t.dtype), LinearState(s, z)
 
+    def new_cache(self) -> RecurrentCache:
+        """The RNN state of causal linear attention (constant size): its cache."""
+        return RecurrentCache()
+
+    def step(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        cache: Any,
+        *,
+        mask: Tensor | Mask | None = None,
+        bias: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> KernelOutput:
+        """Causal self-attention of the new positions ``q, k, v`` ``(b, h, n, d)`` after the
+        ``cache.length`` earlier ones, by the RNN form when ``cache`` is a
+        :class:`RecurrentCache` (updated in place; equal, up to rounding, to the parallel
+        causal form over all positions), else by the parallel form over a KV cache.
+
+        Raises:
+            ValueError: with a :class:`RecurrentCache`, a mask that is not causal (a recurrent
+                state cannot let a query see later keys), a structured mask, a score bias, or
+                ``need_weights``.
+        """
+        if not isinstance(cache, RecurrentCache):
+            return super().step(q, k, v, cache, mask=mask, bias=bias, need_weights=need_weights)
+        self.check_inputs(q, k, v)
+        b, _, n, _ = q.shape
+        offset = cache.length
+        parts = split_mask(mask, batch=b, q_len=n, kv_len=offset + n, q_offset=offset,
+                           device=q.device)  # fmt: skip
+        reason = self.unsupported(parts, bias=bias is not None, need_weights=need_weights)
+        if reason is None and not parts.causal:
+            reason = "mask: a RecurrentCache decodes causal attention only; pass masks.causal()"
+        if reason is not None:
+            raise ValueError(reason)
+        key_valid = None if parts.key_valid is None else parts.key_valid[..., offset:]
+        out, cache.state = self.decode(q, k, v, cache.state, key_valid=key_valid)
+        cache.length = offset + n
+        return KernelOutput(out, None, f"{self.name}-recurrent")
+
     def decode(
         self, q: Tensor, k: Tensor, v: Tensor, state: LinearState | None, *, key_valid=None
     ) -> tuple[Tensor, LinearState]:
-        r""":meth:`step` over the ``n`` new positions of ``q, k, v`` ``(b, h, n, d|e)``.
+        r""":meth:`rnn_step` over the ``n`` new positions of ``q, k, v`` ``(b, h, n, d|e)``.
 
         ``key_valid`` ``(b, 1, 1, n)`` (True = a real key) gives padded new keys
         :math:`\phi(k) = 0`, as the parallel form does. Returns ``(out (b, h, n, e), state)``.

@@ -5,14 +5,11 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
-import warnings
-
 from torch import Tensor
 
 from .. import masks
 from ..backends import BACKENDS, Problem, run_backend
 from ..functional import ScaledDotScore, SoftmaxNorm
-from ..kernels.base import renamed_option
 from ..masks import Mask
 from ._sparse import band_index, gathered_attention
 from .base import AttentionKernel, MaskParts
@@ -21,7 +18,6 @@ __all__ = [
     "LocalKernel",
     "exact_attention",
     "check_backend",
-    "check_impl",
     "default_block",
     "sliding_band",
 ]
@@ -38,12 +34,6 @@ def check_backend(backend: str) -> str:
     return backend
 
 
-def check_impl(impl: str) -> str:
-    """Deprecated name of :func:`check_backend`."""
-    warnings.warn("check_impl is deprecated; use check_backend", DeprecationWarning, 2)
-    return check_backend(impl)
-
-
 def exact_attention(
     q: Tensor,
     k: Tensor,
@@ -52,12 +42,10 @@ def exact_attention(
     *,
     q_offset: int,
     backend: str = "auto",
-    impl: str | None = None,
 ) -> Tensor:
     """Exact scaled dot-product softmax attention under ``mask`` on the core's backends
     (``backend``: a backend name, or ``"auto"`` / ``"exact"`` / ``"banded"`` for the core's
-    automatic choice; ``impl`` is its deprecated name)."""
-    backend = renamed_option("exact_attention", "impl", "backend", impl, backend)
+    automatic choice)."""
     name = backend if backend in BACKENDS else "auto"
     p = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=mask, q_offset=q_offset)
     out, _, _ = run_backend(name, p)
@@ -126,7 +114,6 @@ class LocalKernel(AttentionKernel):
             :func:`attnlab.masks.local`'s. ``w >= n - 1`` is full attention.
         block: query block of the banded path (default ``min(max(w, 16), 256)``).
         backend: ``"auto"`` (default), ``"banded"``, ``"exact"`` or an exact backend's name.
-        impl: deprecated name of ``backend``.
 
     Shapes: as :class:`~attnlab.efficient.base.AttentionKernel`.
 
@@ -136,7 +123,6 @@ class LocalKernel(AttentionKernel):
     name = "local"
     supports_causal = True
     supports_structured = True
-    deprecated_options = {"impl": "backend"}
 
     def __init__(
         self,
@@ -146,21 +132,15 @@ class LocalKernel(AttentionKernel):
         window: int = 128,
         block: int | None = None,
         backend: str = "auto",
-        impl: str | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         if not isinstance(window, int) or window < 0:
             raise ValueError(f"window must be an int >= 0, got {window!r}")
         if block is not None and (not isinstance(block, int) or block <= 0):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
-        backend = renamed_option(self.name, "impl", "backend", impl, backend)
         self.window, self.backend = window, check_backend(backend)
         self.block = block or default_block(window)
 
-    @property
-    def impl(self) -> str:
-        """Deprecated name of :attr:`backend`."""
-        return self.backend
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0

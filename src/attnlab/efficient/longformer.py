@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..kernels.base import renamed_option
 from ..masks import Mask
 from ._sparse import append_keys, full_rows, gathered_attention
 from .base import AttentionKernel, MaskParts
@@ -185,7 +184,6 @@ class LongformerKernel(AttentionKernel):
         block: query block of the banded path (default ``min(max(w, 16), 256)``).
         backend: ``"auto"`` (default), ``"banded"``, ``"exact"`` or an exact backend's name
             (see :class:`~attnlab.efficient.local.LocalKernel`).
-        impl: deprecated name of ``backend``.
 
     Complexity: time ``O(n (w + g) d)``, memory ``O(n (w + g))``, ``g`` the global tokens
     (per call: their union over the batch).
@@ -194,7 +192,6 @@ class LongformerKernel(AttentionKernel):
     name = "longformer"
     supports_causal = True
     supports_structured = True
-    deprecated_options = {"impl": "backend"}
 
     def __init__(
         self,
@@ -205,7 +202,6 @@ class LongformerKernel(AttentionKernel):
         global_tokens: Sequence[int] = (0,),
         block: int | None = None,
         backend: str = "auto",
-        impl: str | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         default = LongformerPattern(window, global_tokens)
@@ -214,15 +210,9 @@ class LongformerKernel(AttentionKernel):
                 "global_tokens: the constructor takes positions shared by every sequence; give "
                 "per-example global tokens per call, in the mask (see LongformerKernel.pattern)"
             )
-        backend = renamed_option(self.name, "impl", "backend", impl, backend)
         self.window, self.backend = window, check_backend(backend)
         self.global_idx = default.global_positions(default.flags.shape[1])
         self.block = block or default_block(window)
-
-    @property
-    def impl(self) -> str:
-        """Deprecated name of :attr:`backend`."""
-        return self.backend
 
     def pattern(self, global_tokens: GlobalTokens | None = None) -> LongformerPattern:
         """The kernel's pattern as a mask: its window with ``global_tokens`` (any form

@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..kernels.base import renamed_option
 from ..numerics import safe_max
 from .base import AttentionKernel, MaskParts
 from .linear import linear_attention
@@ -45,7 +44,6 @@ def causal_favor(
     *,
     q_offset: int = 0,
     block: int = 64,
-    chunk: int | None = None,
 ) -> Tensor:
     r"""Causal linear attention over key features :math:`\exp(\ell_j)` whose stabilising
     shift only looks back, so no output depends on a later token, not even through rounding.
@@ -72,12 +70,10 @@ def causal_favor(
         v: ``(b, h, j, e)``.
         q_offset: position of the first query (incremental decoding).
         block: block length ``c``.
-        chunk: deprecated name of ``block``.
 
     Returns:
         ``(b, h, i, e)`` in ``phi_q``'s dtype; zeros for queries that see no key.
     """
-    block = renamed_option("causal_favor", "chunk", "block", chunk, block)  # the length c
     dtype = phi_q.dtype
     b, h, i, m = phi_q.shape
     j, e = log_k.shape[2], v.shape[-1]
@@ -179,7 +175,6 @@ class PerformerKernel(AttentionKernel):
         seed: seed of the initial projection (default None: the global RNG).
         block: block length of the causal prefix sums (default 64); it changes the speed,
             not the result.
-        chunk: deprecated name of ``block``.
 
     Complexity: time ``O(n m (d + e))``, memory ``O(n m)``; the estimate's error falls as
     ``O(1/sqrt(m))``.
@@ -187,7 +182,6 @@ class PerformerKernel(AttentionKernel):
 
     name = "performer"
     supports_causal = True
-    deprecated_options = {"chunk": "block"}
 
     def __init__(
         self,
@@ -199,23 +193,16 @@ class PerformerKernel(AttentionKernel):
         orthogonal: bool = True,
         seed: int | None = None,
         block: int = 64,
-        chunk: int | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         if not isinstance(features, int) or features <= 0:
             raise ValueError(f"features must be a positive int, got {features!r}")
-        block = renamed_option(self.name, "chunk", "block", chunk, block)
         if not isinstance(block, int) or block <= 0:
             raise ValueError(f"block must be a positive int, got {block!r}")
         self.features, self.redraw, self.orthogonal = features, redraw, orthogonal
         self.block = block
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         self.register_buffer("projection", self._draw(gen))  # (m, d)
-
-    @property
-    def chunk(self) -> int:
-        """Deprecated name of :attr:`block`."""
-        return self.block
 
     def _draw(self, generator: torch.Generator | None = None) -> Tensor:
         return orthogonal_gaussian(

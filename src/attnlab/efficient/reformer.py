@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..kernels.base import renamed_option
 from ..numerics import safe_max
 from .base import AttentionKernel, MaskParts, key_valid_rows, masked_softmax
 
@@ -150,7 +149,6 @@ class ReformerKernel(AttentionKernel):
         block: the chunk length ``c`` (the paper's chunks; default None: ``ceil(n / buckets)``,
             the mean bucket size).
         seed: seed of the random rotations (default 0).
-        chunk: deprecated name of ``block``.
 
     Complexity: time ``O(R n c d)``, memory ``O(R n c)`` (``c`` = block; plus ``O(R n d)``).
     """
@@ -158,7 +156,6 @@ class ReformerKernel(AttentionKernel):
     name = "reformer"
     supports_causal = True
     reads = "qv"
-    deprecated_options = {"chunk": "block"}
 
     def __init__(
         self,
@@ -169,25 +166,18 @@ class ReformerKernel(AttentionKernel):
         rounds: int = 2,
         block: int | None = None,
         seed: int = 0,
-        chunk: int | None = None,
     ) -> None:
         super().__init__(dim=dim, heads=heads)
         if not isinstance(buckets, int) or buckets < 1 or (buckets > 1 and buckets % 2):
             raise ValueError(f"buckets must be 1 or an even int >= 2, got {buckets!r}")
         if not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        block = renamed_option(self.name, "chunk", "block", chunk, block)
         if block is not None and (not isinstance(block, int) or block < 1):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
         self.buckets, self.rounds, self.block, self.seed = buckets, rounds, block, seed
         gen = torch.Generator().manual_seed(seed)
         rot = torch.randn(rounds, self.head_dim, max(buckets // 2, 1), generator=gen)
         self.register_buffer("rotations", rot)  # (R, d, u/2)
-
-    @property
-    def chunk(self) -> int | None:
-        """Deprecated name of :attr:`block`."""
-        return self.block
 
     def hash(self, x: Tensor) -> Tensor:
         """Bucket of each position in each round: ``(b, h, R, n)`` in ``[0, buckets)``."""

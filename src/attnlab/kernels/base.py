@@ -24,7 +24,6 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import torch
@@ -32,6 +31,7 @@ from torch import Tensor, nn
 
 from ..masks import Causal, Dense, Mask, Padding, check_mask_tensor, from_tensor
 from ..numerics import zero_dead_keys
+from .cache import KVCache
 
 __all__ = [
     "AttentionKernel",
@@ -41,7 +41,6 @@ __all__ = [
     "split_mask",
     "split_dense",
     "run_kernel",
-    "renamed_option",
 ]
 
 
@@ -184,8 +183,8 @@ class AttentionKernel(nn.Module):
     weights_reason: ClassVar[str | None] = "it never forms the attention weights"
     #: which of q, k, v the kernel reads (MultiHeadAttention's unused projections get no signal)
     reads: str = "qkv"
-    #: deprecated option names and their replacements (accepted with a DeprecationWarning)
-    deprecated_options: ClassVar[dict[str, str]] = {}
+    #: :meth:`attend` zeroes padded keys and key-less queries itself (the exact kernel)
+    handles_padding: ClassVar[bool] = False
 
     def __init__(self, *, dim: int, heads: int) -> None:
         super().__init__()
@@ -218,19 +217,70 @@ class AttentionKernel(nn.Module):
     ) -> KernelOutput:
         """:meth:`forward` with what only some kernels can do: an additive score ``bias``
         (broadcastable to ``(b, h, i, j)``) and the attention weights (``need_weights``).
-        Returns ``KernelOutput(out, weights, ran)``."""
+        Returns ``KernelOutput(out, weights, ran)``.
+
+        The one path of every kernel: check the shapes, split the mask (:meth:`mask_parts`),
+        refuse what the kernel cannot do (:meth:`unsupported`), zero the keys and values of
+        padding, call :meth:`attend`, zero the output of queries with no key. A kernel with
+        ``handles_padding`` (the exact one, whose backends do both) skips the zeroing.
+        """
         self.check_inputs(q, k, v)
-        b, _, i, _ = q.shape
-        j = k.shape[2]
-        parts = split_mask(mask, batch=b, q_len=i, kv_len=j, q_offset=q_offset, device=q.device)
+        parts = self.mask_parts(mask, q, k, q_offset)
         reason = self.unsupported(parts, bias=bias is not None, need_weights=need_weights)
         if reason is not None:
             raise ValueError(reason)
+        extra: dict[str, Any] = {}  # only what the kernel said it can do (unsupported above)
+        if bias is not None:
+            extra["bias"] = bias
+        if need_weights:
+            extra["need_weights"] = True
+        if self.handles_padding:
+            return _as_output(self.attend(q, k, v, parts, q_offset=q_offset, **extra), self.name)
         k, v = zero_dead_keys(k, v, parts.key_valid)
-        out = self.attend(q, k, v, parts, q_offset=q_offset)
+        out, weights, ran = _as_output(
+            self.attend(q, k, v, parts, q_offset=q_offset, **extra), self.name
+        )
         if parts.key_valid is not None:  # a sequence with no real key: zeros, not noise
             out = out.masked_fill(~parts.key_valid.any(-1, keepdim=True), 0.0)
-        return KernelOutput(out, None, self.name)
+        return KernelOutput(out, weights, ran)
+
+    def mask_parts(
+        self, mask: Tensor | Mask | None, q: Tensor, k: Tensor, q_offset: int
+    ) -> MaskParts:
+        """``mask`` checked and split into what the kernel reasons about
+        (:func:`split_mask`)."""
+        return split_mask(mask, batch=q.shape[0], q_len=q.shape[2], kv_len=k.shape[2],
+                          q_offset=q_offset, device=q.device)  # fmt: skip
+
+    # ---- incremental decoding -------------------------------------------------------------
+    def new_cache(self) -> Any:
+        """An empty cache for causal self-attention decoded a few positions at a time: a
+        :class:`~attnlab.kernels.cache.KVCache` (keys and values grow with the length);
+        a kernel with an RNN form returns its constant-size state instead."""
+        return KVCache()
+
+    def step(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        cache: Any,
+        *,
+        mask: Tensor | Mask | None = None,
+        bias: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> KernelOutput:
+        """Causal self-attention of the new positions ``q, k, v`` after the ``cache.length``
+        earlier ones; ``cache`` (from :meth:`new_cache`) is updated in place."""
+        if not isinstance(cache, KVCache):
+            raise ValueError(
+                f"cache: kernel {self.name!r} decodes with a KVCache (its new_cache()), got a "
+                f"{type(cache).__name__}; a RecurrentCache needs kernel='linear' (an RNN form)"
+            )
+        offset = cache.length
+        k, v = cache.append(k, v)
+        return self.attention(q, k, v, mask=mask, bias=bias, q_offset=offset,
+                              need_weights=need_weights)  # fmt: skip
 
     # ---- checks -------------------------------------------------------------------------------
     def check_inputs(self, q: Tensor, k: Tensor, v: Tensor) -> None:
@@ -285,9 +335,14 @@ class AttentionKernel(nn.Module):
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
-    ) -> Tensor:
+    ) -> Tensor | KernelOutput:
         """The kernel's maths on validated inputs; ``parts`` holds only what it can apply, and
-        the keys and values of padding are already zero."""
+        the keys and values of padding are already zero (unless ``handles_padding``).
+
+        Returns the output ``(b, h, i, e)``, or a :class:`KernelOutput` for a kernel with more
+        to say (the weights, the backend that ran). A kernel that can add a score bias or
+        return the weights (``bias_reason`` / ``weights_reason`` None) also takes ``bias=``
+        and ``need_weights=``; they are passed only when asked for."""
         raise NotImplementedError
 
     def check_self_attention(
@@ -309,6 +364,10 @@ class AttentionKernel(nn.Module):
             )
 
 
+def _as_output(result: Tensor | KernelOutput, name: str) -> KernelOutput:
+    return result if isinstance(result, KernelOutput) else KernelOutput(result, None, name)
+
+
 def run_kernel(
     kernel: AttentionKernel | KernelModule,
     q: Tensor,
@@ -319,13 +378,20 @@ def run_kernel(
     bias: Tensor | None = None,
     q_offset: int = 0,
     need_weights: bool = False,
+    cache: Any = None,
 ) -> KernelOutput:
-    """The one call a layer makes: ``kernel``'s :meth:`AttentionKernel.attention`, or, for a
-    plain kernel module (:class:`KernelModule`), its forward, refusing a bias or weights."""
+    """The one call a layer makes: ``kernel``'s :meth:`AttentionKernel.attention` (with a
+    self-attention ``cache``, :meth:`AttentionKernel.step`), or, for a plain kernel module
+    (:class:`KernelModule`), its forward, refusing a bias or weights."""
     if isinstance(kernel, AttentionKernel):
+        if cache is not None:
+            return kernel.step(q, k, v, cache, mask=mask, bias=bias, need_weights=need_weights)
         return kernel.attention(
             q, k, v, mask=mask, bias=bias, q_offset=q_offset, need_weights=need_weights
         )
+    if cache is not None:
+        q_offset = cache.length
+        k, v = cache.append(k, v)
     name = getattr(kernel, "name", type(kernel).__name__)
     if need_weights or bias is not None:
         what = "return attention weights" if need_weights else "add a score bias"
@@ -335,16 +401,3 @@ def run_kernel(
             "(kernel=None)"
         )
     return KernelOutput(kernel(q, k, v, mask=mask, q_offset=q_offset), None, name)
-
-
-def renamed_option(owner: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:
-    """The value of option ``new``, taking ``old_value`` (with a ``DeprecationWarning``) when
-    the caller still uses the deprecated name ``old``; None ``old_value`` = not given."""
-    if old_value is None:
-        return new_value
-    warnings.warn(
-        f"{owner}: option {old!r} is deprecated; use {new}={old_value!r}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value

@@ -14,7 +14,7 @@ from ..backends import BACKENDS, Problem, check_backend_name, run_backend
 from ..functional import Normalization, Score, check_bias, get_normalize, make_score
 from ..masks import Mask, check_mask, live_keys
 from ..numerics import zero_dead_keys
-from .base import AttentionKernel, KernelOutput
+from .base import AttentionKernel, KernelOutput, MaskParts
 
 __all__ = ["ExactKernel"]
 
@@ -56,6 +56,7 @@ class ExactKernel(AttentionKernel):
     supports_structured: ClassVar[bool] = True
     bias_reason: ClassVar[str | None] = None
     weights_reason: ClassVar[str | None] = None
+    handles_padding: ClassVar[bool] = True  # its backends zero padding and key-less queries
 
     def __init__(
         self,
@@ -88,21 +89,29 @@ class ExactKernel(AttentionKernel):
                 "normalization, memory O(n)) or 'reference' (returns the weights), or 'auto'."
             )
 
-    def attention(
+    def mask_parts(
+        self, mask: Tensor | Mask | None, q: Tensor, k: Tensor, q_offset: int
+    ) -> MaskParts:
+        """The whole mask, checked and unsplit: every backend applies any mask (splitting it
+        would compare a dense one with itself on every call)."""
+        b, h, i, _ = q.shape
+        check_mask(mask, b, h, i, k.shape[2], q_offset=q_offset)
+        return MaskParts(None, False, None, mask)
+
+    def attend(
         self,
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        parts: MaskParts,
         *,
-        mask: Tensor | Mask | None = None,
-        bias: Tensor | None = None,
         q_offset: int = 0,
+        bias: Tensor | None = None,
         need_weights: bool = False,
     ) -> KernelOutput:
-        self.check_inputs(q, k, v)
         b, h, i, _ = q.shape
         j = k.shape[2]
-        check_mask(mask, b, h, i, j, q_offset=q_offset)
+        mask = parts.mask
         if bias is not None:
             check_bias(bias, b, h, i, j)
         k, v = zero_dead_keys(k, v, live_keys(mask, b, j))

@@ -18,9 +18,6 @@ Quick start::
     out = model(batch, need_weights=True)  # ModelOutput(logits, weights, head_weights)
 """
 
-from typing import Any as _Any
-
-from . import baselines as _baselines
 from .baselines import CNNEncoder, FCEncoder, RNNEncoder
 from .batch import WORD_SHAPES, encode_batch, word_shape
 from .chars import CharCNN
@@ -103,10 +100,3 @@ __all__ = [
     "word_dropout",
     "word_shape",
 ]
-
-
-def __getattr__(name: str) -> _Any:
-    # FCEncoder's old name; baselines owns the alias and its deprecation warning.
-    if name == "WindowEncoder":
-        return _baselines.__getattr__(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,8 +7,7 @@ Transformer in any task.
 
 * ``"fc"``: a fully connected network sees a fixed context of ``k`` vectors around each
   position (``k = 1``: each vector on its own). It cannot tell "I *saw* a saw" from "I saw a
-  *saw*" with ``k = 1``, and a wider ``k`` only buys a fixed, local context. (Its old name,
-  ``"window"`` / ``WindowEncoder``, clashed with local attention's window and is deprecated.)
+  *saw*" with ``k = 1``, and a wider ``k`` only buys a fixed, local context.
 * ``"cnn"``: stacked convolutions; the receptive field grows by ``kernel - 1`` per layer.
 * ``"rnn"``: an LSTM / GRU, left-to-right (and right-to-left), context of any length but
   sequential.
@@ -17,9 +16,6 @@ Legend: ``b`` batch, ``n`` positions, ``k`` context size, ``d`` input width, ``f
 """
 
 from __future__ import annotations
-
-import warnings
-from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -221,15 +217,3 @@ class RNNEncoder(SequenceEncoder):
 
     def extra_repr(self) -> str:
         return f"cell={self.cell}"
-
-
-def __getattr__(name: str) -> Any:
-    # ``WindowEncoder`` was FCEncoder's name; "window" is local attention's radius.
-    if name == "WindowEncoder":
-        warnings.warn(
-            "WindowEncoder is deprecated; use FCEncoder (encoder kind 'fc')",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return FCEncoder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

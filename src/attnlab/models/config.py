@@ -17,7 +17,7 @@ rather than a silently ignored value. ``--model.encoder.kind=cnn`` swaps the dat
 A preset is a diff over these defaults, e.g.
 ``ModelConfig(encoder=RNNEncoderConfig(depth=1))``; :meth:`ModelConfig.to_dict` gives the
 resolved configuration to write beside a run's results, and :meth:`ModelConfig.from_dict` reads
-it back (also the flat ``encoder`` section written before the encoder kinds were split).
+it back.
 """
 
 from __future__ import annotations
@@ -125,8 +125,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelConfig:
-        """Inverse of :meth:`to_dict`; missing fields take their defaults, unknown ones raise.
-        An ``encoder`` section of the flat config of old is migrated."""
+        """Inverse of :meth:`to_dict`; missing fields take their defaults, unknown ones raise."""
         parts = {"input": InputConfig, "head": HeadConfig}
         unknown = set(d) - {*parts, "encoder", "init"}
         if unknown:

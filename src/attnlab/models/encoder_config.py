@@ -2,18 +2,17 @@
 
 :class:`EncoderConfig` is the base (and the config of a registered encoder without one of its
 own); :class:`TransformerEncoderConfig`, :class:`FCEncoderConfig`, :class:`CNNEncoderConfig`,
-:class:`RNNEncoderConfig` and :class:`ConvAttentionEncoderConfig` hold only their kind's settings, so a setting of another kind is
-an error that names the kind and its fields rather than a silently ignored value.
-``--model.encoder.kind=cnn`` swaps the dataclass (:meth:`EncoderConfig.switch_kind`), keeping
-the settings the kinds share; :meth:`EncoderConfig.migrate` reads the old spellings (the flat
-config that held every kind, ``local_window``, ``kernel`` ..., kind ``"window"``).
+:class:`RNNEncoderConfig` and :class:`ConvAttentionEncoderConfig` hold only their kind's
+settings, so a setting of another kind is an error that names the kind and its fields rather
+than a silently ignored value. ``--model.encoder.kind=cnn`` swaps the dataclass
+(:meth:`EncoderConfig.switch_kind`), keeping the settings the kinds share. (Old runs' spellings
+are read by :mod:`attnlab.train.legacy`, for their checkpoints only.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -36,51 +35,11 @@ __all__ = [
 
 #: kind name -> its config dataclass (filled by ``@_encoder_config``)
 _KINDS: dict[str, type[EncoderConfig]] = {}
-#: old kind names -> current ones
-_KIND_ALIASES = {"window": "fc"}
-#: every field of the flat ``EncoderConfig`` that held all kinds (before per-kind configs); a
-#: config.json ``encoder`` section with all of them was written by it
-_FLAT_FIELDS = frozenset({
-    "kind", "depth", "dropout", "heads", "ff_hidden", "norm_first", "positional", "max_len",
-    "local_window", "score", "normalize", "backend", "kernel", "kernel_options", "hidden",
-    "context", "conv_kernel", "residual", "cell", "bidirectional",
-})  # fmt: skip
-
-
-class _ChosenByKind(type):
-    """Metaclass of :class:`EncoderConfig`: calling the base class itself, as the flat config
-    of old was called (``EncoderConfig(kind="rnn", depth=1)``), builds the dataclass of that
-    kind, with a ``DeprecationWarning``. Subclasses are built as usual."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is not EncoderConfig or args:
-            return super().__call__(*args, **kwargs)
-        kind = kwargs.get("kind", "transformer")
-        if _config_class(kind) is EncoderConfig:  # a registered encoder without its own config
-            return super().__call__(**kwargs)
-        warnings.warn(
-            f"EncoderConfig(kind={kind!r}, ...) is deprecated; build "
-            f"{_config_class(kind).__name__}(...) (or EncoderConfig.from_dict)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return EncoderConfig.from_dict(kwargs)
-
-
-def _canonical_kind(kind: str) -> str:
-    if kind in _KIND_ALIASES:
-        new = _KIND_ALIASES[kind]
-        warnings.warn(
-            f"encoder kind {kind!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=4
-        )
-        return new
-    return kind
 
 
 def _config_class(kind: str) -> type[EncoderConfig]:
     """The dataclass of encoder ``kind`` (aliases resolved); :class:`EncoderConfig` itself for a
     registered encoder without a config of its own."""
-    kind = _KIND_ALIASES.get(kind, kind)
     if kind in _KINDS:
         return _KINDS[kind]
     if isinstance(kind, str) and kind in ENCODERS:
@@ -90,14 +49,14 @@ def _config_class(kind: str) -> type[EncoderConfig]:
 
 
 @dataclass
-class EncoderConfig(metaclass=_ChosenByKind):
+class EncoderConfig:
     """The sequence encoder (:data:`~attnlab.models.encoders.ENCODERS`): the base of one
     dataclass per kind, and the config of a registered encoder that has none of its own (built
     as ``ENCODERS.get(kind)(dim, depth=depth, dropout=dropout)``).
 
     Args:
         kind: which encoder: ``transformer``, ``fc`` (fully connected over a context of ``k``
-            vectors; old name ``window``), ``cnn``, ``rnn``, ``cnn-attention`` (Kim's CNN
+            vectors), ``cnn``, ``rnn``, ``cnn-attention`` (Kim's CNN
             under Transformer blocks) or another registered encoder;
             setting it switches to that kind's settings.
         depth: number of layers (blocks / hidden layers / convolutions / recurrent layers).
@@ -108,12 +67,8 @@ class EncoderConfig(metaclass=_ChosenByKind):
     depth: int = 2
     dropout: float = 0.1
 
-    #: old field names of this kind -> their dotted path now (config files and the CLI)
-    renamed: ClassVar[Mapping[str, str]] = {}
-
     def __post_init__(self) -> None:
         expected = _config_class(self.kind)
-        self.kind = _canonical_kind(self.kind)
         if expected is not type(self):
             raise ValueError(
                 f"{type(self).__name__} is not the config of encoder kind {self.kind!r}; use "
@@ -136,7 +91,6 @@ class EncoderConfig(metaclass=_ChosenByKind):
             ValueError: an unknown kind; the message lists the valid ones.
         """
         cls = _config_class(kind)
-        kind = _canonical_kind(kind)
         if cls is type(self) and kind == self.kind:
             return dataclasses.replace(self)
         names = {f.name for f in dataclasses.fields(self)} - {"kind"}
@@ -144,47 +98,12 @@ class EncoderConfig(metaclass=_ChosenByKind):
         return cls(kind=kind, **shared)
 
     @classmethod
-    def migrate(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        """``data`` (this kind's fields, from a file or the CLI) in today's spelling.
-
-        A complete ``encoder`` section of the flat config of old (every kind's fields; the
-        run used only its own kind's) keeps this kind's fields; old field names move to their
-        new place (:attr:`renamed`, e.g. ``kernel`` -> ``attention.kernel``), with a
-        ``DeprecationWarning``.
-        """
-        data = dict(data)
-        if {*data, "kind"} >= _FLAT_FIELDS:
-            own = {f.name for f in dataclasses.fields(cls)} | set(cls.renamed)
-            data = {k: v for k, v in data.items() if k in own}
-        old = [k for k in data if k in cls.renamed]
-        if old:
-            warnings.warn(
-                "old encoder setting names: "
-                + ", ".join(f"{k} is now {cls.renamed[k]}" for k in old),
-                DeprecationWarning,
-                stacklevel=3,
-            )
-        for key in old:
-            value = data.pop(key)
-            *groups, last = cls.renamed[key].split(".")
-            target = data
-            for group in groups:
-                group_value = target.get(group)
-                if isinstance(group_value, AttentionConfig):  # an object given in Python
-                    group_value = dataclasses.asdict(group_value)
-                target[group] = dict(group_value or {})
-                target = target[group]
-            target[last] = value
-        return data
-
-    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EncoderConfig:
         """The config that ``data`` describes (its ``kind`` picks the dataclass; default
         ``transformer``); missing fields take their defaults, unknown ones raise."""
         data = dict(data)
-        kind = _canonical_kind(data.pop("kind", "transformer"))
+        kind = data.pop("kind", "transformer")
         target = _config_class(kind)
-        data = target.migrate(data)
         names = [f.name for f in dataclasses.fields(target)]
         unknown = set(data) - set(names)
         if unknown:
@@ -241,11 +160,6 @@ class TransformerEncoderConfig(EncoderConfig, TrunkConfig):
     causal: bool = False
 
     where: ClassVar[str] = "model.encoder"
-    renamed: ClassVar[Mapping[str, str]] = {
-        "local_window": "window",
-        **{k: f"attention.{k}" for k in ("score", "normalize", "backend", "kernel")},
-        "kernel_options": "attention.kernel_options",
-    }
 
     def __post_init__(self) -> None:
         EncoderConfig.__post_init__(self)

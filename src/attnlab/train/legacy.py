@@ -12,6 +12,11 @@ know one spelling only.
   width, g2p's ``0`` meant ``4 x``; they become explicit widths. An image encoder's
   ``positional="none"`` becomes None. The molecule model's blocks moved under its
   ``encoder`` (``blocks.*`` -> ``encoder.blocks.*``, ``norm.*`` -> ``encoder.norm.*``).
+  The old spellings of the sequence encoder that layout 1 still read (with warnings) are
+  rewritten here too, and nowhere else any more: the flat ``encoder`` section of every kind's
+  fields, ``local_window`` (``window``), the attention settings at the encoder's top level
+  (``attention.*``), kind ``window`` (``fc``), and the kernels' option names ``chunk``
+  (``block``) and ``impl`` (``attention.backend``).
 """
 
 from __future__ import annotations
@@ -46,10 +51,56 @@ def upgrade(ckpt: dict[str, Any]) -> dict[str, Any]:
     return ckpt
 
 
+#: every field of the flat sequence-encoder section that held all kinds; the fields each kind
+#: kept when the kinds got their own configs
+_FLAT_FIELDS = frozenset({
+    "kind", "depth", "dropout", "heads", "ff_hidden", "norm_first", "positional", "max_len",
+    "local_window", "score", "normalize", "backend", "kernel", "kernel_options", "hidden",
+    "context", "conv_kernel", "residual", "cell", "bidirectional",
+})  # fmt: skip
+_KIND_FIELDS = {
+    "transformer": {"depth", "dropout", "heads", "ff_hidden", "norm_first", "positional",
+                    "max_len", "local_window", "score", "normalize", "backend", "kernel",
+                    "kernel_options"},
+    "fc": {"depth", "dropout", "hidden", "context"},
+    "cnn": {"depth", "dropout", "hidden", "conv_kernel", "residual"},
+    "rnn": {"depth", "dropout", "hidden", "cell", "bidirectional"},
+}  # fmt: skip
+_ATTENTION_FIELDS = ("score", "normalize", "backend", "kernel", "kernel_options")
+_RENAMED_KERNEL_OPTIONS = {"chunk": "block"}
+
+
+def _sequence_encoder(encoder: dict[str, Any]) -> None:
+    """A text / speech / long-range encoder section in today's spelling, in place."""
+    if encoder.get("kind") == "window":
+        encoder["kind"] = "fc"
+    kind = encoder.get("kind", "transformer")
+    if {*encoder, "kind"} >= _FLAT_FIELDS and kind in _KIND_FIELDS:
+        for key in set(encoder) - _KIND_FIELDS[kind] - {"kind"}:
+            del encoder[key]
+    if "local_window" in encoder:
+        encoder["window"] = encoder.pop("local_window")
+    attention = dict(encoder.get("attention") or {})
+    for key in _ATTENTION_FIELDS:
+        if key in encoder:
+            attention[key] = encoder.pop(key)
+    options = dict(attention.get("kernel_options") or {})
+    for old, new in _RENAMED_KERNEL_OPTIONS.items():
+        if old in options:
+            options[new] = options.pop(old)
+    if "impl" in options:  # the sparse kernels' way to compute is attention.backend
+        attention["backend"] = options.pop("impl")
+    if attention:
+        attention["kernel_options"] = options
+        encoder["attention"] = attention
+
+
 def _v1_to_v2(config: dict[str, Any], weights: dict[str, Any]) -> None:
     task, model = config.get("task"), config.get("model")
     if not isinstance(model, dict):
         return
+    if task not in _IMAGE_TASKS and isinstance(model.get("encoder"), dict):
+        _sequence_encoder(model["encoder"])
     if task in _IMAGE_TASKS:
         encoder = model.get("encoder") or {}
         if encoder.get("kind", "patches") in _IMAGE_ATTENTION_KINDS:

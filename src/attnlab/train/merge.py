@@ -21,8 +21,8 @@ kind. Setting ``kind`` (on the command line, in a file, in ``config.json``) firs
 dataclass for that kind's (keeping the fields both share), *then* applies the section's other
 settings, whatever their order; a setting the new kind lacks is an error naming the kind, its
 valid fields, and the kinds that have the setting. Its class may offer ``kinds() -> {name:
-class}`` (listed by ``--help``) and ``migrate(data) -> data``, which moves old field names (and
-old ``config.json`` sections) to today's spelling before they are checked.
+class}`` (listed by ``--help``). (Old checkpoints' spellings are rewritten before they get here,
+by :mod:`attnlab.train.legacy`.)
 """
 
 from __future__ import annotations
@@ -284,9 +284,6 @@ def merge(obj: C, data: Mapping[str, Any], where: str = "") -> C:
                 obj = obj.switch_kind(str(kind).strip())
             except ValueError as err:
                 raise ValueError(f"{where}.kind: {err}") from None
-        migrate = getattr(type(obj), "migrate", None)
-        if callable(migrate) and data:
-            data = migrate(data)
         hints = field_types(type(obj))
         changes = {}
         for key, value in data.items():

@@ -8,9 +8,7 @@ The overrides of one command line are gathered into one nested change and applie
 a config file is (:func:`~attnlab.train.merge.merge`), so their order never matters:
 ``--a.x=1 --a.y=2`` builds section ``a`` once with both values, and its validation sees the
 final combination. The types understood, the sections chosen by ``kind`` and the conversions
-live in :mod:`attnlab.train.merge`; the ``--help`` text in :mod:`attnlab.train.describe`. This
-module re-exports their public names (``merge``, ``convert``, ``to_dict``, ``from_dict``,
-``describe_options``, ...), so ``from attnlab.train.overrides import ...`` keeps working.
+live in :mod:`attnlab.train.merge`; the ``--help`` text in :mod:`attnlab.train.describe`.
 
 **Why not a library.** tyro 1.0, draccus 0.11 and jsonargparse 4.53 all install, and each was
 tried on this project's needs; none keeps today's behaviour:
@@ -44,19 +42,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from .describe import describe_options
-
-# chosen_by_kind, field_types and is_config were defined here before merge.py was split out of
-# this file: still importable from here.
-from .merge import (  # noqa: F401
-    CommandLineText,
-    chosen_by_kind,
-    convert,
-    field_types,
-    from_dict,
-    is_config,
-    merge,
-    to_dict,
-)
+from .merge import CommandLineText, convert, from_dict, merge, to_dict
 
 __all__ = [
     "apply_overrides",
