@@ -498,7 +498,9 @@ def test_one_word_per_concept_old_option_names_are_refused(name, old, new):
     # backend (not impl), block (not chunk or tile); old runs' configs are rewritten by
     # attnlab.train.legacy, not accepted here
     assert old not in kernel_options(name) and new in kernel_options(name)
-    with pytest.raises(ValueError, match=f"has no option\\(s\\) \\[.{old}.\\]; valid options: .*{new}="):
+    with pytest.raises(
+        ValueError, match=f"has no option\\(s\\) \\[.{old}.\\]; valid options: .*{new}="
+    ):
         make_kernel(name, dim=DIM, heads=HEADS, **{old: 4})
 
 

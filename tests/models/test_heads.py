@@ -1,11 +1,11 @@
-"""Heads and poolings: shapes, padding-awareness, the seq2seq interface."""
+"""Heads and poolings: shapes, padding-awareness."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attnlab.models import POOLINGS, HeadOutput, Seq2SeqHead, SequenceHead, TokenHead
+from attnlab.models import POOLINGS, SequenceHead, TokenHead
 
 B, N, D, L = 3, 6, 8, 5
 LENGTHS = torch.tensor([6, 3, 0])
@@ -67,21 +67,3 @@ def test_attention_pooling_gets_gradients():
 def test_unknown_pooling_lists_choices():
     with pytest.raises(ValueError, match="attention, first, last, max, mean"):
         SequenceHead(D, L, pooling="median")
-
-
-def test_seq2seq_head_is_abstract():
-    with pytest.raises(TypeError):
-        Seq2SeqHead()
-
-    class Echo(Seq2SeqHead):
-        def __init__(self):
-            super().__init__()
-            self.dim, self.num_labels = D, 7
-
-        def forward(self, memory, memory_lengths, targets):
-            return HeadOutput(torch.zeros(*targets.shape, self.num_labels), None)
-
-        def generate(self, memory, memory_lengths, *, max_len):
-            return torch.zeros(memory.shape[0], max_len, dtype=torch.long)
-
-    assert Echo()(hidden(), LENGTHS, torch.zeros(B, 4, dtype=torch.long)).logits.shape == (B, 4, 7)

@@ -15,11 +15,9 @@ from attnlab.models import (
     EncoderConfig,
     FCEncoderConfig,
     HeadConfig,
-    HeadOutput,
     InputConfig,
     ModelConfig,
     ModelOutput,
-    Seq2SeqHead,
     SequenceModel,
     TokenHead,
     TransformerEncoderConfig,
@@ -158,32 +156,5 @@ def test_config_errors_name_the_fix(data):
             ModelConfig(encoder=EncoderConfig(kind="lstm")),
             vocab_size=9, char_vocab_size=9, num_labels=L,
         )  # fmt: skip
-    with pytest.raises(ValueError, match="Seq2SeqHead"):
+    with pytest.raises(ValueError, match="for N -> M build an encoder-decoder"):
         build_model(ModelConfig(), vocab_size=9, char_vocab_size=9, num_labels=L, output="seq2seq")
-
-
-def test_a_seq2seq_head_plugs_in(data):
-    vocab, chars, batch = data
-
-    class Toy(Seq2SeqHead):
-        def __init__(self, dim):
-            super().__init__()
-            self.dim, self.num_labels = dim, 11
-            self.proj = torch.nn.Linear(dim, 11)
-
-        def forward(self, memory, memory_lengths, targets):
-            pooled = memory.sum(1, keepdim=True)  # (b, 1, d)
-            return HeadOutput(self.proj(pooled).expand(-1, targets.shape[1], -1), None)
-
-        def generate(self, memory, memory_lengths, *, max_len):
-            return torch.zeros(memory.shape[0], max_len, dtype=torch.long)
-
-    base = build(data, "transformer")
-    model = SequenceModel(base.inputs, base.encoder, Toy(16))
-    targets = torch.zeros(batch["tokens"].shape[0], 3, dtype=torch.long)
-    assert model({**batch, "targets": targets}).shape == (len(targets), 3, 11)
-    assert model.generate(batch, max_len=5).shape == (len(targets), 5)
-    with pytest.raises(ValueError, match="targets"):
-        model(batch)
-    with pytest.raises(TypeError, match="Seq2SeqHead"):
-        base.generate(batch, max_len=5)

@@ -116,3 +116,13 @@ def test_cross_weights_are_distributions_over_real_letters(name):
 def test_config_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Seq2SeqConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "lstm"])
+def test_both_models_follow_the_one_seq2seq_protocol(kind):
+    from attnlab.models import Seq2Seq
+    from attnlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+
+    model = build_seq2seq(Seq2SeqConfig(kind=kind, dim=16, heads=2, encoder_depth=1,
+                                        decoder_depth=1), src_vocab=9, tgt_vocab=7)  # fmt: skip
+    assert isinstance(model, Seq2Seq)

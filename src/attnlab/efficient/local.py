@@ -141,7 +141,6 @@ class LocalKernel(AttentionKernel):
         self.window, self.backend = window, check_backend(backend)
         self.block = block or default_block(window)
 
-
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
     ) -> Tensor:

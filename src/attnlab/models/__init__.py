@@ -1,7 +1,7 @@
 """Models of the lab: input encoders, sequence encoders and task heads, composed.
 
 ``SequenceModel(inputs, encoder, head)`` serves one label per vector (N -> N, tagging), one
-label per sequence (N -> 1, classification) and, with a :class:`Seq2SeqHead`, N -> M.
+label per sequence (N -> 1, classification); encoder-decoders (N -> M, :class:`Seq2Seq`).
 
 Quick start::
 
@@ -44,10 +44,11 @@ from .encoders import (
     valid_positions,
 )
 from .ensemble import Ensemble
-from .heads import HeadOutput, Seq2SeqHead, SequenceHead, TokenHead
+from .heads import HeadOutput, SequenceHead, TokenHead
 from .inputs import INPUTS, EmbeddingInput, OneHotInput, word_dropout
 from .model import ModelOutput, SequenceModel
 from .pooling import POOLINGS, AttentionPool, FirstPool, MaxPool, MeanPool, Pooled
+from .seq2seq_types import Seq2Seq
 from .vocab import PAD, PAD_ID, UNK, UNK_ID, CharVocabulary, Vocabulary
 
 __all__ = [
@@ -84,7 +85,7 @@ __all__ = [
     "Pooled",
     "RNNEncoder",
     "RNNEncoderConfig",
-    "Seq2SeqHead",
+    "Seq2Seq",
     "SequenceEncoder",
     "SequenceHead",
     "SequenceModel",

@@ -187,13 +187,12 @@ def build_model(
             features.
         num_labels: number of output labels.
         output: ``"token"`` (one label per position, N -> N) or ``"sequence"`` (one label per
-            sequence, N -> 1). Sequence-to-sequence models plug a ``Seq2SeqHead`` into
-            :class:`SequenceModel` directly.
+            sequence, N -> 1). N -> M models are :mod:`attnlab.models.seq2seq`'s.
     """
     if output not in ("token", "sequence"):
         raise ValueError(
-            f"output must be 'token' or 'sequence', got {output!r}; for N -> M build a "
-            "SequenceModel with a Seq2SeqHead"
+            f"output must be 'token' or 'sequence', got {output!r}; for N -> M build an "
+            "encoder-decoder (attnlab.models.seq2seq.build_seq2seq)"
         )
     inputs = build_inputs(cfg.input, vocab_size=vocab_size, char_vocab_size=char_vocab_size)
     # The encoder works at the input width; raw one-hot vectors (dim=0) are projected to the

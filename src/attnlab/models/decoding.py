@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from .seq2seq_types import Memory
+from .seq2seq_types import Memory, Seq2Seq
 
 __all__ = ["Hypothesis", "beam_search", "greedy_decode", "max_output_lengths"]
 
@@ -53,7 +53,7 @@ def max_output_lengths(
 
 
 def _next_log_probs(
-    model: nn.Module, memory: Memory, prefix: Tensor, state: Any, use_cache: bool
+    model: Seq2Seq, memory: Memory, prefix: Tensor, state: Any, use_cache: bool
 ) -> tuple[Tensor, Any]:
     """Log-probabilities ``(N, V)`` of the token after ``prefix`` ``(N, t)``, and the state."""
     if use_cache:  # only the new token, after the cached ones (the whole prefix at first)
@@ -91,7 +91,7 @@ def _constrain(
 
 @torch.no_grad()
 def greedy_decode(
-    model: nn.Module,
+    model: Seq2Seq,
     memory: Memory,
     *,
     bos: int,
@@ -146,7 +146,7 @@ def greedy_decode(
 
 @torch.no_grad()
 def beam_search(
-    model: nn.Module,
+    model: Seq2Seq,
     memory: Memory,
     *,
     bos: int,

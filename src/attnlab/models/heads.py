@@ -2,30 +2,27 @@ r"""Task heads: from encoded sequences to logits.
 
 * :class:`TokenHead`: one label per vector (N -> N), e.g. part-of-speech tagging.
 * :class:`SequenceHead`: one label per sequence (N -> 1), e.g. sentiment; pools first.
-* :class:`Seq2SeqHead`: the interface of a decoder (N -> M), e.g. translation; implemented by a
-  later decoder head, plugged into :class:`~attnlab.models.SequenceModel` unchanged.
 
-Token and sequence heads are called ``head(hidden, lengths) -> HeadOutput``.
+Heads are called ``head(hidden, lengths) -> HeadOutput``. (N -> M models are encoder-decoders
+of their own: :mod:`attnlab.models.seq2seq`, on the :class:`~attnlab.models.Seq2Seq` protocol.)
 
-Legend: ``b`` batch, ``n`` source positions, ``m`` target positions, ``d`` width,
-``L`` labels, ``V`` target vocabulary.
+Legend: ``b`` batch, ``n`` positions, ``d`` width, ``L`` labels.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import NamedTuple
 
 from torch import Tensor, nn
 
 from .pooling import POOLINGS
 
-__all__ = ["HeadOutput", "TokenHead", "SequenceHead", "Seq2SeqHead"]
+__all__ = ["HeadOutput", "TokenHead", "SequenceHead"]
 
 
 class HeadOutput(NamedTuple):
-    logits: Tensor  # (b, n, L) token head, (b, L) sequence head, (b, m, V) seq2seq head
-    weights: Tensor | None  # attention pooling (b, n); a decoder's cross-attention; else None
+    logits: Tensor  # (b, n, L) token head, (b, L) sequence head
+    weights: Tensor | None  # attention pooling (b, n); else None
 
 
 class TokenHead(nn.Module):
@@ -91,36 +88,3 @@ class SequenceHead(nn.Module):
     def forward(self, hidden: Tensor, lengths: Tensor) -> HeadOutput:
         pooled, weights = self.pool(hidden, lengths)  # (b, d), (b, n) | None
         return HeadOutput(self.proj(self.drop(pooled)), weights)  # (b, L)
-
-
-class Seq2SeqHead(nn.Module, ABC):
-    r"""The interface of a decoder head (N -> M); a later issue implements it.
-
-    The encoder's output is the decoder's *memory*; the head attends to it (cross-attention
-    with ``masks.padding(memory_lengths)``) while it produces the target sequence.
-    :class:`~attnlab.models.SequenceModel` calls :meth:`forward` with ``batch["targets"]``
-    when its head is a ``Seq2SeqHead``, and :meth:`generate` from
-    :meth:`SequenceModel.generate <attnlab.models.SequenceModel.generate>`; encoders, input
-    encoders and the trainer (cross-entropy over ``logits`` against the next tokens) need no
-    change.
-
-    Implementations set ``dim`` (the memory width they expect) and ``num_labels`` (``V``).
-
-    Shapes:
-        - memory: ``(b, n, dim)``, zeros at padded positions; memory_lengths: ``(b,)``
-        - targets: ``(b, m)`` long, the decoder input under teacher forcing (starting with
-          ``<bos>``, padded with ``<pad>`` = 0)
-        - logits: ``(b, m, V)``, position ``t`` predicts target token ``t + 1``
-        - generate: ``(b, m')`` long token ids, ``m' <= max_len``
-    """
-
-    dim: int
-    num_labels: int
-
-    @abstractmethod
-    def forward(self, memory: Tensor, memory_lengths: Tensor, targets: Tensor) -> HeadOutput:
-        """Teacher-forced logits for every target position (causal: ``t`` sees ``<= t``)."""
-
-    @abstractmethod
-    def generate(self, memory: Tensor, memory_lengths: Tensor, *, max_len: int) -> Tensor:
-        """Decode token ids (e.g. greedily) until ``<eos>`` or ``max_len`` tokens."""

@@ -2,8 +2,8 @@
 
 The three parts are injected (see :func:`attnlab.models.build_model` for building them from a
 config); a ``Linear`` bridges any width mismatch between them. The same model class serves
-tagging (N -> N), classification (N -> 1) and, with a :class:`~attnlab.models.heads.Seq2SeqHead`,
-sequence-to-sequence (N -> M).
+tagging (N -> N) and classification (N -> 1); sequence to sequence (N -> M) is an
+encoder-decoder of :mod:`attnlab.models.seq2seq`.
 
 Legend: ``b`` batch, ``n`` positions, ``L`` labels, ``h`` heads.
 """
@@ -17,15 +17,14 @@ import torch
 from torch import Tensor, nn
 
 from .encoders import SequenceEncoder, valid_positions
-from .heads import Seq2SeqHead
 
 __all__ = ["SequenceModel", "ModelOutput"]
 
 
 class ModelOutput(NamedTuple):
-    logits: Tensor  # (b, n, L) token head; (b, L) sequence head; (b, m, V) seq2seq head
+    logits: Tensor  # (b, n, L) token head; (b, L) sequence head
     weights: list[Tensor] | None  # encoder attention per layer (b, h, i, j); None w/o attention
-    head_weights: Tensor | None  # attention pooling (b, n) / decoder weights; else None
+    head_weights: Tensor | None  # attention pooling (b, n); else None
 
 
 def _bridge(width: int, dim: int) -> nn.Module:
@@ -39,12 +38,12 @@ class SequenceModel(nn.Module):
         inputs: maps the batch to vectors ``(b, n, inputs.out_dim)``
             (:mod:`attnlab.models.inputs`).
         encoder: a :class:`~attnlab.models.encoders.SequenceEncoder`.
-        head: a :class:`~attnlab.models.heads.TokenHead`, ``SequenceHead`` or ``Seq2SeqHead``
-            (anything with ``dim`` called as ``head(hidden, lengths)``).
+        head: a :class:`~attnlab.models.heads.TokenHead` or ``SequenceHead`` (anything with
+            ``dim`` called as ``head(hidden, lengths)``).
 
     Batch (see :mod:`attnlab.models.batch`): ``"tokens"`` ``(b, n)``, ``"lengths"`` ``(b,)``,
-    optional ``"chars"`` ``(b, n, c)`` and ``"shapes"`` ``(b, n)``; with a seq2seq head also
-    ``"targets"`` ``(b, m)``. Other keys (``"labels"``) are ignored.
+    optional ``"chars"`` ``(b, n, c)`` and ``"shapes"`` ``(b, n)``. Other keys (``"labels"``)
+    are ignored.
 
     ``model(batch)`` returns the logits; ``model(batch, need_weights=True)`` returns a
     :class:`ModelOutput` with the encoder's per-layer attention weights (for visualisation).
@@ -70,12 +69,7 @@ class SequenceModel(nn.Module):
         self, batch: Mapping[str, Tensor], *, need_weights: bool = False
     ) -> Tensor | ModelOutput:
         memory, lengths, weights = self.encode(batch, need_weights=need_weights)
-        if isinstance(self.head, Seq2SeqHead):
-            if "targets" not in batch:
-                raise ValueError("a seq2seq head needs batch['targets'] (b, m), the decoder input")
-            logits, head_weights = self.head(memory, lengths, batch["targets"])
-        else:
-            logits, head_weights = self.head(memory, lengths)
+        logits, head_weights = self.head(memory, lengths)
         return ModelOutput(logits, weights, head_weights) if need_weights else logits
 
     def encode(
@@ -93,13 +87,3 @@ class SequenceModel(nn.Module):
             valid = valid_positions(lengths, hidden.shape[1]).unsqueeze(-1)  # (b, n, 1)
             hidden = self.out_proj(hidden) * valid  # keep padded positions at zero
         return hidden, lengths, weights  # (b, n, head.dim)
-
-    def generate(self, batch: Mapping[str, Tensor], *, max_len: int) -> Tensor:
-        """Decode target token ids ``(b, m)``; only with a :class:`Seq2SeqHead`."""
-        if not isinstance(self.head, Seq2SeqHead):
-            raise TypeError(
-                f"generate needs a Seq2SeqHead; this model's head is {type(self.head).__name__} "
-                "(use model(batch).argmax(-1) for its predictions)"
-            )
-        memory, lengths, _ = self.encode(batch)
-        return self.head.generate(memory, lengths, max_len=max_len)

@@ -1,8 +1,8 @@
 r"""Encoder-decoder models (N -> M): the model reads ``m`` source tokens and writes target tokens
 until it emits ``<eos>``, so it decides the output length itself.
 
-Every model here follows one small protocol, which :mod:`attnlab.models.decoding` (greedy and
-beam search) and the ``g2p`` task rely on:
+Every model here follows one small protocol, :class:`~attnlab.models.seq2seq_types.Seq2Seq`,
+which :mod:`attnlab.models.decoding` (greedy and beam search) and the ``g2p`` task rely on:
 
 * ``encode(src, src_lengths) -> Memory``: the source read once;
 * ``decode(memory, tokens, state=None, use_cache=True, need_weights=False) -> DecodeOutput``:
@@ -38,13 +38,14 @@ from ..blocks.decoder import DecoderCache, TransformerDecoder
 from ..blocks.encoder import TransformerEncoder
 from ..positional import make_positional
 from .seq2seq_rnn import LSTMSeq2Seq
-from .seq2seq_types import DecodeOutput, Memory
+from .seq2seq_types import DecodeOutput, Memory, Seq2Seq
 
 __all__ = [
     "SEQ2SEQ_KINDS",
     "DecodeOutput",
     "LSTMSeq2Seq",
     "Memory",
+    "Seq2Seq",
     "Seq2SeqConfig",
     "TransformerSeq2Seq",
     "build_seq2seq",
@@ -211,7 +212,7 @@ class TransformerSeq2Seq(nn.Module):
         return self.decode(memory, tgt_in, use_cache=False).logits
 
 
-def build_seq2seq(cfg: Seq2SeqConfig, *, src_vocab: int, tgt_vocab: int) -> nn.Module:
+def build_seq2seq(cfg: Seq2SeqConfig, *, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     """The model of ``cfg`` for the given vocabulary sizes (id 0 = padding in both)."""
     if cfg.kind == "lstm":
         return LSTMSeq2Seq(

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from attnlab.data.readers.cmudict import read_cmudict
 from attnlab.models.decoding import Hypothesis, beam_search, greedy_decode, max_output_lengths
-from attnlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from attnlab.models.seq2seq import Seq2Seq, Seq2SeqConfig, build_seq2seq
 from attnlab.models.transfer import TransferReport, transfer_weights
 
 from ..base import AttentionMap, Task, options_as
@@ -216,7 +216,7 @@ class G2PTask(Task):
                 "words": float(score.words)}  # fmt: skip
 
     def _decode(
-        self, model: nn.Module, src: Tensor, lengths: Tensor, *, beam: int
+        self, model: Seq2Seq, src: Tensor, lengths: Tensor, *, beam: int
     ) -> list[list[Hypothesis]]:
         """Per word, its hypotheses best first (one when ``beam`` is 1: greedy)."""
         memory = model.encode(src, lengths)
