@@ -1,8 +1,9 @@
 """What the CLI's ``train``, ``eval``, ``predict`` and ``show`` subcommands do.
 
-Every command talks to a task only through the :class:`~attnlab.tasks.Task` interface
-(``parse_input``, ``predict``, ``format_text`` / ``format_json``, ``draw``,
-``read_examples``), so a task of any input kind works here unchanged. The commands sit above
+Every command talks to a task only through its interfaces, :class:`~attnlab.tasks.Task`
+(training) and :class:`~attnlab.tasks.TaskCommands` (``parse_input``, ``predict``,
+``format_text`` / ``format_json``, ``draw``, ``read_examples``), so a task of any input kind
+works here unchanged; one without the second trains and evaluates its splits only. The commands sit above
 both the tasks and the trainer: :mod:`attnlab.cli` imports this module, this module imports
 :mod:`attnlab.train` and :mod:`attnlab.tasks`, and neither of those imports it.
 """
@@ -21,7 +22,7 @@ from typing import Any, TextIO
 import torch
 from tqdm import tqdm
 
-from attnlab.tasks import Task
+from attnlab.tasks import Task, TaskCommands
 from attnlab.train import (
     RunConfig,
     Trainer,
@@ -42,6 +43,16 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def commands_of(task: Task, command: str) -> TaskCommands:
+    """``task`` as the commands' interface, or a ``ValueError`` saying it has none."""
+    if not isinstance(task, TaskCommands):
+        raise ValueError(
+            f"task {task.name or type(task).__name__!r} trains and evaluates its splits only: "
+            f"it does not implement attnlab.tasks.TaskCommands, which {command} needs"
+        )
+    return task
 
 
 def normalize_overrides(args: Sequence[str]) -> list[str]:
@@ -86,7 +97,7 @@ def eval_command(
     checkpoint: str | Sequence[str], *, data: str | None, split: str, device: str | None = None
 ) -> int:
     """``attnlab eval CKPT [CKPT ...] [--data FILE | --split NAME] [--device D]``: the task's
-    metrics on a file it reads (:meth:`Task.read_examples`) or on one of its splits, as one
+    metrics on a file it reads (:meth:`TaskCommands.read_examples`) or on one of its splits, as one
     JSON line. Several checkpoints are evaluated as their ensemble (class probabilities
     averaged, :class:`~attnlab.models.Ensemble`; runs of one task with the same vocabularies),
     with the first run's evaluation settings.
@@ -111,7 +122,7 @@ def eval_command(
     target = _eval_device(device, cfg.train.device)
     model.to(target)
     if data is not None:
-        examples = task.read_examples(data)
+        examples = commands_of(task, "eval --data").read_examples(data)
         where = str(data)
     else:
         examples = task.splits().get(split) or []
@@ -169,9 +180,10 @@ class _TaskFlags(argparse.ArgumentParser):
 
 
 def task_flags(
-    task: Task, command: str, texts: Sequence[str], rest: Sequence[str] = ()
+    task: TaskCommands, command: str, texts: Sequence[str], rest: Sequence[str] = ()
 ) -> tuple[list[str], dict[str, Any]]:
-    """Split a command line's inputs from the task's own flags (:meth:`Task.add_arguments`).
+    """Split a command line's inputs from the task's own flags
+    (:meth:`TaskCommands.add_arguments`).
 
     ``texts`` are the positional inputs the CLI saw (inputs for sure, even ``-1,2`` after a
     ``--``) and ``rest`` what it did not recognise: the task's flags, and any inputs that
@@ -239,15 +251,16 @@ def predict_command(
     stdin: TextIO | None = None,
 ) -> int:
     """``attnlab predict CKPT INPUT ... [--json] [TASK FLAGS]``: one line per input, as the task
-    renders its prediction (:meth:`Task.format_text` or :meth:`Task.format_json`), computed in
+    renders its prediction (:meth:`TaskCommands.format_text` or :meth:`TaskCommands.format_json`), computed in
     the run's precision (bfloat16 autocast if it trained with it, as ``eval`` does).
 
-    ``rest``: the task's own flags (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to
-    :meth:`Task.command_inputs` and :meth:`Task.predict`. No inputs at all is the task's error
-    (:meth:`Task.command_inputs` names what it reads: sentences, or a graph's ``--node``).
+    ``rest``: the task's own flags (:meth:`TaskCommands.add_arguments`, e.g. ``--node 12``), passed to
+    :meth:`TaskCommands.command_inputs` and :meth:`TaskCommands.predict`. No inputs at all is the task's error
+    (:meth:`TaskCommands.command_inputs` names what it reads: sentences, or a graph's ``--node``).
     An input ``-`` alone reads the inputs from ``stdin``, one per non-blank line, wherever it
     stands among the flags (``--json -`` and ``- --json`` mean the same)."""
     task, model, cfg = load_for_inference(checkpoint)
+    task = commands_of(task, "predict")
     texts, options = task_flags(task, "predict", texts, rest)
     texts = read_stdin_inputs(texts, stdin)
     inputs = task.command_inputs(texts, options)
@@ -268,20 +281,21 @@ def show_command(
     rest: Sequence[str] = (),
 ) -> int:
     """``attnlab show CKPT INPUT --out FILE.png [--layer L] [--head H] [TASK FLAGS]``: the
-    task's picture of the model's attention on one input (:meth:`Task.draw`); prints the path
+    task's picture of the model's attention on one input (:meth:`TaskCommands.draw`); prints the path
     written.
 
     With ``layer`` and/or ``head`` (1-based, as the panels are titled), only that layer's
-    and/or head's heatmaps of :meth:`Task.attention_map` are drawn
+    and/or head's heatmaps of :meth:`TaskCommands.attention_map` are drawn
     (:func:`attnlab.viz.plot_attention`), larger. ``rest``: the task's own flags
-    (:meth:`Task.add_arguments`, e.g. ``--node 12``), passed to :meth:`Task.command_inputs`
-    and :meth:`Task.draw`. ``text``: the input's words as the command line gave them, joined
+    (:meth:`TaskCommands.add_arguments`, e.g. ``--node 12``), passed to :meth:`TaskCommands.command_inputs`
+    and :meth:`TaskCommands.draw`. ``text``: the input's words as the command line gave them, joined
     into one text with single spaces (a sentence typed unquoted); one argument is kept exactly
     as given (a quoted sentence, or a file name with spaces).
     """
     from attnlab.viz import plot_attention
 
     task, model, cfg = load_for_inference(checkpoint)
+    task = commands_of(task, "show")
     words = [text] if isinstance(text, str) else list(text)
     words, options = task_flags(task, "show", [w for w in words if w.strip()], rest)
     text = words[0] if len(words) == 1 else " ".join(words)

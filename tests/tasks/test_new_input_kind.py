@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.cli import main
-from attnlab.tasks import TASKS, AttentionMap, Task, register_task
+from attnlab.tasks import TASKS, AttentionMap, Task, TaskCommands, register_task
 
 LABELS = ["negative", "positive"]
 
@@ -65,7 +65,7 @@ class NumbersModel(nn.Module):
         return logits
 
 
-class NumbersTask(Task):
+class NumbersTask(Task, TaskCommands):
     """Whether a list of numbers sums to more than zero (a test task)."""
 
     unit = "seq"
@@ -226,8 +226,8 @@ def test_eval_data_reads_the_task_s_own_format(run, tmp_path, capsys):
 
 def test_a_task_without_the_commands_methods_says_what_it_lacks(capsys):
     """The defaults that are not text's raise, naming the task."""
-    bare = type("Bare", (NumbersTask,), {"read_examples": Task.read_examples,
-                                          "predict": Task.predict})()  # fmt: skip
+    bare = type("Bare", (NumbersTask,), {"read_examples": TaskCommands.read_examples,
+                                          "predict": TaskCommands.predict})()  # fmt: skip
     with pytest.raises(NotImplementedError, match="cannot read evaluation files"):
         bare.read_examples("x")
     with pytest.raises(NotImplementedError, match="does not implement predict"):

@@ -51,7 +51,7 @@ def test_lazy_entries_are_checked():
     reg.register_lazy("missing", "attnlab.tasks.nosuchmodule:Task")
     with pytest.raises(ValueError, match="task 'missing': cannot import"):
         reg.get("missing")
-    reg.register_lazy("notatask", "attnlab.tasks.base:AttentionMap")
+    reg.register_lazy("notatask", "attnlab.tasks.commands:AttentionMap")
     with pytest.raises(TypeError, match="expected a Task subclass"):
         reg.get("notatask")
 
@@ -77,3 +77,25 @@ def test_unregister_forgets_a_task_so_it_can_be_registered_again():
     assert reg.register("eager", cls) is cls and reg.get("eager") is cls
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         reg.unregister("nope")
+
+
+def test_a_task_without_commands_trains_but_predict_says_why(tmp_path, capsys):
+    """A task that implements Task alone (the trainer's interface) trains and evaluates its
+    splits; predict / show / eval --data name TaskCommands, which they need."""
+    import sys
+    from pathlib import Path
+
+    from attnlab.cli import main
+    from attnlab.tasks import TaskCommands
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the toy task
+    from train.toy_task import ToyTask  # registers "toy"
+
+    assert not issubclass(ToyTask, TaskCommands)
+    out = tmp_path / "run"
+    assert main(["train", "toy", "--train.epochs=1", f"--out_dir={out}"]) == 0
+    assert main(["eval", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "a b"]) == 2
+    err = capsys.readouterr().err
+    assert "trains and evaluates its splits only" in err and "TaskCommands, which predict" in err

@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..base import AttentionMap, Task, classification_metrics, options_as
+from ..base import Task, classification_metrics, options_as
+from ..commands import AttentionMap, TaskCommands
 from .data import NodeGraph, load_graph
 from .models import GraphModelConfig, build_node_model
 from .selection import SELECT_RULES, judge
@@ -72,7 +73,7 @@ class GraphOptions:
             )
 
 
-class NodeTask(Task):
+class NodeTask(Task, TaskCommands):
     """Classify the nodes of one graph (module docstring)."""
 
     metric_name = "accuracy"

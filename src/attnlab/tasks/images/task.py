@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from attnlab.images import load_image
 
 from ..base import Task, classification_metrics, options_as
+from ..commands import TaskCommands
 from .data import (
     FASHION_CLASSES,
     ImageSet,
@@ -72,7 +73,7 @@ class ImageOptions:
             raise ValueError(f"task_options.train_size must be >= 0, got {self.train_size}")
 
 
-class ImageTask(Task):
+class ImageTask(Task, TaskCommands):
     """Base class of the image tasks (module docstring). A subclass sets the class attributes
     and :meth:`load`."""
 

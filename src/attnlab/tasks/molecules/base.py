@@ -34,6 +34,7 @@ from attnlab.chem import fragments as chem_fragments
 from attnlab.chem.draw import atom_labels, molecule_attention_figure
 
 from ..base import Task
+from ..commands import TaskCommands
 from .data import MoleculeExample, collate_molecules
 from .model import MoleculeModel, MoleculeModelConfig, MoleculeOutput
 
@@ -48,7 +49,7 @@ class MoleculeInput(NamedTuple):
     example: MoleculeExample
 
 
-class MoleculeTask(Task):
+class MoleculeTask(Task, TaskCommands):
     """Regression of one property per molecule, RMSE.
 
     Subclasses set the class attributes below and implement :meth:`setup` (which calls

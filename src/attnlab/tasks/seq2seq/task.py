@@ -38,7 +38,8 @@ from attnlab.models.decoding import Hypothesis, beam_search, greedy_decode, max_
 from attnlab.models.seq2seq import Seq2Seq, Seq2SeqConfig, build_seq2seq
 from attnlab.models.transfer import TransferReport, transfer_weights
 
-from ..base import AttentionMap, Task, options_as
+from ..base import Task, options_as
+from ..commands import AttentionMap, TaskCommands
 from .data import (
     BOS,
     EOS,
@@ -92,7 +93,7 @@ class G2POptions:
             raise ValueError(f"task_options.eval_beam must be >= 1, got {self.eval_beam}")
 
 
-class G2PTask(Task):
+class G2PTask(Task, TaskCommands):
     """Grapheme to phoneme on CMUdict: letters in, phones out (N -> M); PER and WER.
 
     See the module docstring for the data, the split, training, decoding and the commands.

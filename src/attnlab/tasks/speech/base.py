@@ -24,6 +24,7 @@ from attnlab.audio import LogMel, normalize_utterance, read_wav
 from attnlab.audio.subsample import subsampled_lengths
 
 from ..base import IGNORE_INDEX, Task, classification_metrics
+from ..commands import TaskCommands
 from .model import SpeechModel, SpeechModelConfig, build_speech_model
 
 __all__ = ["SpeechTask", "Utterance", "IGNORE"]
@@ -46,7 +47,7 @@ class Utterance(NamedTuple):
     name: str
 
 
-class SpeechTask(Task):
+class SpeechTask(Task, TaskCommands):
     """Base class of the speech tasks (see the module docstring)."""
 
     sample_rate: ClassVar[int] = 16000

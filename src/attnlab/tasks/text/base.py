@@ -19,6 +19,7 @@ from attnlab.models import (
 from attnlab.models.transfer import TransferReport, transfer_weights, vocab_rows
 
 from ..base import Task, options_as
+from ..commands import TaskCommands
 
 __all__ = ["TextTask", "options_as", "read_split_files"]
 
@@ -31,7 +32,7 @@ def read_split_files(
     return {split: list(read(path)) if path else [] for split, path in files.items()}
 
 
-class TextTask(Task):
+class TextTask(Task, TaskCommands):
     """Vocabularies and batching shared by the text tasks."""
 
     output = "token"  # the head: one label per token ("token") or per sentence ("sequence")
