@@ -13,6 +13,7 @@ from torch import nn
 import attnlab.backends
 from attnlab import AttentionConfig, KVCache, MultiHeadAttention, masks
 from attnlab.backends import Problem, select_backend
+from attnlab.convert import attention_from_torch
 from attnlab.functional import NORMALIZATIONS, SCORES, attend, get_normalize, get_score
 from attnlab.kernels import AttentionKernel, ExactKernel
 
@@ -68,7 +69,7 @@ def test_equals_torch_multihead_attention(batch_first, mask_kind, cross):
     kdim = 12 if cross else None  # cross-attention from a context of another width
     ref = nn.MultiheadAttention(e, 4, batch_first=batch_first, kdim=kdim, vdim=kdim, dtype=F64)
     ref.eval()
-    ours = MultiHeadAttention.from_torch(ref).eval()
+    ours = attention_from_torch(ref).eval()
     x = torch.randn(b, n, e, dtype=F64)
     ctx = torch.randn(b, m, kdim or e, dtype=F64) if cross else x
     our_mask, (attn_mask, key_padding_mask) = ours_and_torch_masks(mask_kind, b, n, m)
@@ -91,7 +92,7 @@ def test_equals_torch_multihead_attention(batch_first, mask_kind, cross):
 
 def test_from_torch_without_biases():
     ref = nn.MultiheadAttention(8, 2, bias=False, batch_first=True, dtype=F64).eval()
-    ours = MultiHeadAttention.from_torch(ref, backend="reference")
+    ours = attention_from_torch(ref, backend="reference")
     assert ours.q_proj.bias is None and ours.backend == "reference"
     x = torch.randn(2, 5, 8, dtype=F64)
     torch.testing.assert_close(ours(x).out, ref(x, x, x, need_weights=False)[0])
@@ -155,11 +156,11 @@ def test_bias_flags_are_checked(kwargs, message):
 def test_from_torch_copies_the_training_mode():
     # Dropout included: an eval-mode torch layer gives an eval-mode layer, equal outputs.
     ref = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True, dtype=F64).eval()
-    ours = MultiHeadAttention.from_torch(ref)
+    ours = attention_from_torch(ref)
     assert not ours.training and ours.dropout == 0.5
     x = torch.randn(2, 5, 8, dtype=F64)
     torch.testing.assert_close(ours(x).out, ref(x, x, x)[0], atol=1e-12, rtol=0)
-    assert MultiHeadAttention.from_torch(ref.train()).training
+    assert attention_from_torch(ref.train()).training
 
 
 @pytest.mark.parametrize(
@@ -172,7 +173,7 @@ def test_from_torch_copies_the_training_mode():
 )
 def test_from_torch_refuses_what_it_cannot_copy(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, **kwargs))
+        attention_from_torch(nn.MultiheadAttention(8, 2, **kwargs))
 
 
 # ---- invariances ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from attnlab.blocks import (
     TransformerDecoder,
     TransformerEncoder,
 )
+from attnlab.convert import block_from_torch
 from attnlab.positional.base import PositionalEncoding
 
 DIM, HEADS = 16, 4
@@ -253,7 +254,7 @@ def test_from_torch_encoder_layer(norm_first, activation):
         norm_first=norm_first, dtype=F64,
     )  # fmt: skip
     ref.eval()
-    block = TransformerBlock.from_torch(ref).eval()
+    block = block_from_torch(ref).eval()
     assert block.ff.fc1.out_features == 24 and block.norm_first == norm_first
     x = randn(2, 6, DIM)
     lengths = torch.tensor([6, 4])
@@ -266,7 +267,7 @@ def test_from_torch_encoder_layer(norm_first, activation):
             torch.testing.assert_close(got[b, :n], expected[b, :n], atol=1e-10, rtol=0)
         causal = nn.Transformer.generate_square_subsequent_mask(6, dtype=F64)
         expected = ref(x, src_mask=causal, is_causal=True)
-        got = TransformerBlock.from_torch(ref, causal=True)(x).out
+        got = block_from_torch(ref, causal=True)(x).out
         torch.testing.assert_close(got, expected, atol=1e-10, rtol=0)
 
 
@@ -277,9 +278,7 @@ def test_from_torch_decoder_layer(norm_first):
         DIM, HEADS, dim_feedforward=24, dropout=0.0, activation="gelu", batch_first=True,
         norm_first=norm_first, dtype=F64,
     ).eval()  # fmt: skip
-    block = TransformerBlock.from_torch(
-        ref, causal=True, attention=AttentionConfig(backend="reference")
-    )
+    block = block_from_torch(ref, causal=True, attention=AttentionConfig(backend="reference"))
     x, mem = randn(2, 5, DIM), randn(2, 7, DIM, seed=1)
     causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=F64)
     with torch.no_grad():
@@ -291,7 +290,7 @@ def test_from_torch_decoder_layer(norm_first):
 
 def test_from_torch_keeps_a_module_activation():
     ref = nn.TransformerEncoderLayer(DIM, HEADS, 24, 0.0, nn.GELU(approximate="tanh"))
-    block = TransformerBlock.from_torch(ref)
+    block = block_from_torch(ref)
     assert isinstance(block.ff.act, nn.GELU) and block.ff.act.approximate == "tanh"
 
 

@@ -227,7 +227,7 @@ def test_attention_from_hf_bert_with_mixed_biases(bert, without):
     ref = bert.BertAttention(bert_config()).to(F64).eval()
     own = {"query": ref.self, "key": ref.self, "value": ref.self, "dense": ref.output}
     drop_biases(*(getattr(own[name], name) for name in without))
-    layer = MultiHeadAttention.from_hf_bert(ref)
+    layer = attention_from_hf_bert(ref)
     assert (layer.q_proj.bias is None) == (layer.kv_proj.bias is None)
     assert (layer.q_proj.bias is None) == ({"query", "key", "value"} <= set(without))
     assert (layer.out_proj.bias is None) == ("dense" in without)
@@ -244,7 +244,7 @@ def test_block_from_hf_bert_with_a_bias_free_feed_forward_map(bert):
     ref = bert.BertLayer(bert_config()).to(F64).eval()
     randomise_norms(ref)
     drop_biases(ref.output.dense, ref.attention.self.key)
-    block = TransformerBlock.from_hf_bert(ref)
+    block = block_from_hf_bert(ref)
     assert block.ff.fc2.bias is not None and not block.ff.fc2.bias.any()  # a zero bias
     x = randn(2, 6, DIM)
     user, extended = hf_masks(LENGTHS, 6)
@@ -467,12 +467,12 @@ def test_timm_defaults_bias_free_qkv_with_a_biased_proj(vit):
     torch.manual_seed(0)
     ref = vit["Attention"](DIM, num_heads=HEADS).to(F64).eval()
     assert ref.qkv.bias is None and ref.proj.bias is not None
-    layer = MultiHeadAttention.from_timm(ref)
+    layer = attention_from_timm(ref)
     assert layer.q_proj.bias is None and layer.kv_proj.bias is None
     assert layer.out_proj.bias is not None
     block_ref = vit["Block"](DIM, HEADS, mlp_ratio=1.5).to(F64).eval()
     randomise_norms(block_ref)
-    block = TransformerBlock.from_timm(block_ref)
+    block = block_from_timm(block_ref)
     assert block.self_attn.q_proj.bias is None and block.ff.fc1.bias is not None
     x = randn(2, 6, DIM)
     mask = padding_bool(LENGTHS, 6)
@@ -495,15 +495,15 @@ def test_the_classmethods_are_the_converters_and_keep_the_subclass():
     torch.manual_seed(0)
     attn, block = Attention(DIM, HEADS).double().eval(), Block(DIM, HEADS).double().eval()
     for converted, function in [
-        (MultiHeadAttention.from_timm(attn), attention_from_timm(attn)),
-        (TransformerBlock.from_timm(block, causal=True), block_from_timm(block, causal=True)),
+        (attention_from_timm(attn), attention_from_timm(attn)),
+        (block_from_timm(block, causal=True), block_from_timm(block, causal=True)),
     ]:
         assert type(converted) is type(function)
         got, want = converted.state_dict(), function.state_dict()
         assert got.keys() == want.keys()
         assert all(torch.equal(got[k], want[k]) for k in got)
-    assert type(MyAttention.from_timm(attn)) is MyAttention
-    assert type(MyBlock.from_timm(block)) is MyBlock
+    assert type(attention_from_timm(attn, cls=MyAttention)) is MyAttention
+    assert type(block_from_timm(block, cls=MyBlock)) is MyBlock
 
 
 def test_timm_conversion_refuses_what_it_cannot_express(vit):
@@ -520,3 +520,21 @@ def test_timm_conversion_refuses_what_it_cannot_express(vit):
         attention_from_timm(nn.Linear(DIM, DIM))
     with pytest.raises(TypeError, match="expected timm.models.vision_transformer.Block"):
         block_from_timm(ref)
+
+
+def test_from_torch_converts_what_it_is_given():
+    from attnlab.blocks import TransformerBlock
+    from attnlab.convert import from_torch
+
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 2, batch_first=True).double().eval()
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).double().eval()
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    ours = from_torch(mha)
+    assert isinstance(ours, MultiHeadAttention)
+    torch.testing.assert_close(ours(x).out, mha(x, x, x)[0])
+    block = from_torch(layer).eval()
+    assert isinstance(block, TransformerBlock)
+    torch.testing.assert_close(block(x).out, layer(x))
+    with pytest.raises(TypeError, match="from_torch converts nn.MultiheadAttention"):
+        from_torch(nn.Linear(2, 2))

@@ -1,6 +1,7 @@
 """attnlab: self-attention, complete and exact, and a lab to train and compare it."""
 
 from . import functional, masks
+from ._version import __version__ as __version__
 from .attention import AttentionOutput, KVCache, MultiHeadAttention
 from .attention_config import AttentionConfig
 from .blocks.conv_attention import ConvAsAttention, conv_as_attention
@@ -19,4 +20,3 @@ __all__ = [
     "functional",
     "masks",
 ]
-__version__ = "0.1.0"

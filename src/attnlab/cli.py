@@ -19,7 +19,7 @@ from typing import Any
 
 def _demo(args: argparse.Namespace) -> int:
     if args.which == "speech":
-        from .tasks.speech.demo import run_speech_demo
+        from .demo import run_speech_demo
 
         return run_speech_demo(out_dir=args.out or "runs/demo-speech", quick=args.quick)
     from .demo import run_demo

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._version import __version__
+
 __all__ = ["provenance", "code_identity"]
 
 
@@ -21,8 +23,6 @@ def code_identity() -> dict[str, Any]:
     """``{"attnlab": version, "commit": hash, "commit_time": unix seconds, "dirty": bool}`` of
     the running code; the git fields only where the package lies in a git checkout (an
     editable install), computed once per process."""
-    from attnlab import __version__
-
     out: dict[str, Any] = {"attnlab": __version__}
     root = Path(__file__).resolve().parent
     try:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, NamedTuple
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
@@ -50,10 +48,6 @@ class BlockCache:
     def length(self) -> int:
         """Number of positions decoded so far."""
         return self.self_attn.length
-
-
-#: torch's functional activations (``nn.Transformer*Layer.activation``) and their module classes
-_TORCH_ACTIVATIONS: dict[Callable, type[nn.Module]] = {F.relu: nn.ReLU, F.gelu: nn.GELU}
 
 
 class TransformerBlock(nn.Module):
@@ -233,115 +227,6 @@ class TransformerBlock(nn.Module):
     def _residual(self, x: Tensor, y: Tensor, norm: nn.Module) -> Tensor:
         x = x + self.drop(y)
         return x if self.norm_first else norm(x)
-
-    # ---- interop ----------------------------------------------------------------------------
-    @classmethod
-    def from_torch(
-        cls,
-        layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
-        *,
-        causal: bool = False,
-        attention: AttentionConfig | None = None,
-    ) -> TransformerBlock:
-        """A block with the weights of a ``torch.nn.TransformerEncoderLayer`` or
-        ``TransformerDecoderLayer`` (any ``batch_first``, ``norm_first``, relu / gelu).
-
-        Outputs match the torch layer's for the same (batch-first) inputs. torch's layers take
-        the causal mask per call (``is_causal`` / ``tgt_mask``); here it is ``causal=True``.
-        Torch's masks mean True = *ignore*: pass ``~src_mask`` or ``masks.padding(lengths)``.
-
-        Args:
-            layer: the torch layer.
-            causal: causal self-attention.
-            attention: the attention settings (e.g. ``AttentionConfig(backend="reference")``);
-                the attention dropout comes from ``layer``.
-        """
-        if not isinstance(layer, nn.TransformerEncoderLayer | nn.TransformerDecoderLayer):
-            raise TypeError(
-                "from_torch expects nn.TransformerEncoderLayer or nn.TransformerDecoderLayer, "
-                f"got {type(layer).__name__}"
-            )
-        attention, _ = attention_settings(attention, None)
-        options = attention.layer_kwargs()
-        decoder = isinstance(layer, nn.TransformerDecoderLayer)
-        act = layer.activation
-        if isinstance(act, nn.Module):
-            activation = type(act)
-        elif act in _TORCH_ACTIVATIONS:
-            activation = _TORCH_ACTIVATIONS[act]
-        else:
-            raise ValueError(
-                f"from_torch: activation {act!r} is not supported; use 'relu', 'gelu' or an "
-                "nn.Module activation"
-            )
-        n1 = layer.norm1
-        if not isinstance(n1, nn.LayerNorm):
-            raise ValueError(f"from_torch: expected LayerNorm norms, got {type(n1).__name__}")
-        fc1 = layer.linear1
-        norm_layer = partial(
-            nn.LayerNorm, eps=n1.eps, elementwise_affine=n1.elementwise_affine,
-            bias=n1.bias is not None,
-        )  # fmt: skip
-        sa, ca = layer.self_attn, (layer.multihead_attn if decoder else None)
-        context_dim = ca.kdim if ca is not None and ca.kdim != ca.embed_dim else None
-        block = cls(
-            sa.embed_dim, sa.num_heads, ff_hidden=fc1.out_features, dropout=layer.dropout.p,
-            norm_first=layer.norm_first, norm_layer=norm_layer, cross_attention=decoder,
-            context_dim=context_dim, causal=causal, attention=attention, attention_dropout=sa.dropout,
-            ff_layer=partial(FeedForward, activation=activation, bias=fc1.bias is not None),
-        )  # fmt: skip
-        # Cast first, copy after: copying into default-dtype (float32) parameters would round
-        # float64 weights.
-        block.to(device=fc1.weight.device, dtype=fc1.weight.dtype)
-        block.self_attn = MultiHeadAttention.from_torch(sa, **options)
-        norms = [(block.attn_norm, layer.norm1), (block.ff_norm, layer.norm2)]
-        if decoder:
-            block.cross_attn = MultiHeadAttention.from_torch(ca, **options)
-            norms = [(block.attn_norm, layer.norm1), (block.cross_norm, layer.norm2)]
-            norms.append((block.ff_norm, layer.norm3))
-        if isinstance(act, nn.Module):
-            block.ff.act = copy.deepcopy(act)  # keeps its arguments (e.g. approximate="tanh")
-        block.ff.fc1.load_state_dict(layer.linear1.state_dict())
-        block.ff.fc2.load_state_dict(layer.linear2.state_dict())
-        for ours, theirs in norms:
-            ours.load_state_dict(theirs.state_dict())
-        return block
-
-    @classmethod
-    def from_hf_bert(
-        cls,
-        layer: nn.Module,
-        *,
-        causal: bool | None = None,
-        attention: AttentionConfig | None = None,
-    ) -> TransformerBlock:
-        """A post-norm block with the weights of a Hugging Face ``BertLayer`` (or a layer of
-        its layout: RoBERTa, ELECTRA, ...; a decoder's cross-attention too). ``causal``
-        defaults to ``layer.is_decoder``. Equal in float64; masks:
-        ``mask=attnlab.convert.mask_from_hf(attention_mask)``. The mapping and what is refused:
-        :func:`attnlab.convert.hf.convert_layer`."""
-        from ..convert import hf  # here: attnlab.convert builds on this module
-
-        return hf.convert_layer(
-            cls, layer, attention_cls=MultiHeadAttention, causal=causal, attention=attention
-        )
-
-    @classmethod
-    def from_timm(
-        cls,
-        block: nn.Module,
-        *,
-        causal: bool = False,
-        attention: AttentionConfig | None = None,
-    ) -> TransformerBlock:
-        """A pre-norm block with the weights of a timm ViT ``Block`` (LayerScale folded into
-        the output projections). Equal in float64 for the same boolean mask. The mapping and
-        what is refused: :func:`attnlab.convert.timm.convert_block`."""
-        from ..convert import timm  # here: attnlab.convert builds on this module
-
-        return timm.convert_block(
-            cls, block, attention_cls=MultiHeadAttention, causal=causal, attention=attention
-        )
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}, causal={self.causal}"

@@ -203,7 +203,7 @@ class AttentionNet(NodeModel):
 
     def __init__(self, in_dim: int, num_classes: int, cfg: GraphModelConfig) -> None:
         super().__init__()
-        from attnlab import MultiHeadAttention
+        from attnlab.attention import MultiHeadAttention
         from attnlab.positional import LaplacianPE
 
         self.p, self.full = cfg.dropout, cfg.kind == "full_lappe"
