@@ -34,13 +34,14 @@ from attnlab import MultiHeadAttention, masks  # noqa: E402
 from attnlab.backends import ChunkedBackend, FlexBackend, Problem, SDPABackend  # noqa: E402
 from attnlab.bench import peak_tensor_bytes, time_call, time_interleaved  # noqa: E402
 from attnlab.functional import ScaledDotScore, SoftmaxNorm, attend, make_score  # noqa: E402
+from attnlab.convert import attention_from_hf_bert, attention_from_torch
 
 torch.manual_seed(0)
 
 
 def layers(dim=512, heads=8):
     ref = nn.MultiheadAttention(dim, heads, batch_first=True)
-    return ref, MultiHeadAttention.from_torch(ref)
+    return ref, attention_from_torch(ref)
 
 
 def eval_speed(lengths):
@@ -78,7 +79,7 @@ def train_speed(n=1024, rounds=12):
     hf = hf_bert_attention()
     if hf is not None:  # the same weights in Hugging Face's BertSelfAttention (sdpa) + output dense
         hf_self, hf_dense = hf
-        ours_hf = MultiHeadAttention.from_hf_bert(hf_self, output=hf_dense)
+        ours_hf = attention_from_hf_bert(hf_self, output=hf_dense)
         steps["attnlab_hf_weights"] = lambda: ours_hf(x).out.sum().backward()
         steps["hf"] = lambda: hf_dense(hf_self(x)[0]).sum().backward()
     t = time_interleaved(steps, rounds=rounds)
