@@ -32,7 +32,7 @@ from common import machine, matmul_gflops  # noqa: E402
 
 from attnlab import MultiHeadAttention, masks  # noqa: E402
 from attnlab.backends import ChunkedBackend, FlexBackend, Problem, SDPABackend  # noqa: E402
-from attnlab.bench import peak_tensor_bytes, time_call, time_interleaved  # noqa: E402
+from attnlab.lab.bench import peak_tensor_bytes, time_call, time_interleaved  # noqa: E402
 from attnlab.functional import ScaledDotScore, SoftmaxNorm, attend, make_score  # noqa: E402
 from attnlab.convert import attention_from_hf_bert, attention_from_torch
 

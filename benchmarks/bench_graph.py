@@ -14,7 +14,7 @@ without them, a seeded random graph of the same sizes. attnlab's model gets PyG'
 (``GATConv.from_pyg``); both get the same inputs; outputs and gradients are checked equal before
 timing. Forward + backward (loss = sum of the log-softmax at the training nodes), train mode
 with dropout 0 (so both compute the same function), timed in turns (ours, PyG, ours, PyG, ...)
-with :func:`attnlab.bench.time_call`; ``ratio`` = PyG time / attnlab time (> 1: attnlab faster).
+with :func:`attnlab.lab.bench.time_call`; ``ratio`` = PyG time / attnlab time (> 1: attnlab faster).
 
 **Scale** (``--scale``): one attnlab ``GATConv(16, 8, heads=2)`` on a seeded power-law graph
 (:func:`power_law_graph`, 10 edges per node) at three sizes up to 1M nodes / 10M edges;
@@ -46,7 +46,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
 
-from attnlab.bench import time_call  # noqa: E402
+from attnlab.lab.bench import time_call  # noqa: E402
 from attnlab.graph import GATConv  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def cora() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
     """Cora's features, edges and training nodes from the mirror, else a random stand-in."""
     root = Path(os.environ.get("ATTNLAB_DATA", "/work/shared/data")) / "planetoid"
     try:
-        from attnlab.data.readers.planetoid import read_planetoid
+        from attnlab.lab.data.readers.planetoid import read_planetoid
 
         g = read_planetoid(root, "cora")
         return g.x, g.edge_index, g.train_index, "cora (mirror)"

@@ -58,7 +58,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
 
-from attnlab.bench import time_call  # noqa: E402
+from attnlab.lab.bench import time_call  # noqa: E402
 from attnlab.efficient import make_kernel  # noqa: E402
 
 try:

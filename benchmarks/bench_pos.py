@@ -35,12 +35,12 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine
 
-from attnlab.models import ENCODERS
-from attnlab.models.encoders import SequenceEncoder
+from attnlab.lab.models import ENCODERS
+from attnlab.lab.models.encoders import SequenceEncoder
 from attnlab.positional import Sinusoidal
-from attnlab.tasks import TASKS
-from attnlab.train import Trainer, resolve_config
-from attnlab.train.compile import DEFAULT_PAD_MULTIPLE, compile_model, pad_batch, unwrap
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.train import Trainer, resolve_config
+from attnlab.lab.train.compile import DEFAULT_PAD_MULTIPLE, compile_model, pad_batch, unwrap
 
 
 @ENCODERS.register("torch-transformer")

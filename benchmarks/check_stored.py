@@ -74,7 +74,7 @@ def test_images_table_keeps_only_the_sweeps_rows(tmp_path: Path) -> None:
 
     # a row whose run directory is still there: its config.json must be what the command
     # trains today (here the run was made with another default than today's)
-    from attnlab.train.config import resolve_config
+    from attnlab.lab.train.config import resolve_config
 
     for seed, old_default in [(0, ["--model.encoder.stem_tail=0"]), (1, [])]:
         cmd = images.train_command(tmp_path / f"h{seed}", "hybrid", 0, seed, 600)
@@ -94,7 +94,7 @@ def test_images_table_keeps_only_the_sweeps_rows(tmp_path: Path) -> None:
 
 
 def test_run_differences_and_run_lacks(tmp_path: Path) -> None:
-    from attnlab.train.config import resolve_config
+    from attnlab.lab.train.config import resolve_config
 
     options = ["--train.max_steps=3", "--train.epochs=1"]
     cfg = resolve_config(task="digits", overrides=options)

@@ -1,6 +1,6 @@
 """Shared helpers for the benchmarks: the matmul rate, machine info.
 
-Timing is the library's one timer, :func:`attnlab.bench.time_call`
+Timing is the library's one timer, :func:`attnlab.lab.bench.time_call`
 (:class:`torch.utils.benchmark.Timer`).
 """
 
@@ -11,7 +11,7 @@ import platform
 
 import torch
 
-from attnlab.bench import time_call
+from attnlab.lab.bench import time_call
 
 
 def machine() -> str:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from attnlab.bench import time_call
-from attnlab.models.decoding import beam_search, greedy_decode
-from attnlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from attnlab.lab.bench import time_call
+from attnlab.lab.models.decoding import beam_search, greedy_decode
+from attnlab.lab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
@@ -37,7 +37,7 @@ BOS, EOS = 1, 2
 
 def model_for(kind: str, checkpoint: str | None, dim: int) -> torch.nn.Module:
     if checkpoint:
-        from attnlab.commands import load_for_inference
+        from attnlab.lab.commands import load_for_inference
 
         _, model, _ = load_for_inference(checkpoint)
         return model.eval()

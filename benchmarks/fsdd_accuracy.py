@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import differences, refuse, run_differences  # noqa: E402
 
-from attnlab.cli import main as attnlab
+from attnlab.lab.cli import main as attnlab
 
 COMMON = ["--model.frontend.subsample=conv2d", "--train.lr=3e-3", "--train.log_every=0"]
 CONFIGS = {

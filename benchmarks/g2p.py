@@ -34,8 +34,8 @@ from pathlib import Path
 
 import torch
 
-from attnlab.cli import main as attnlab
-from attnlab.train.batching import bucket_batches, epoch_order, make_batches
+from attnlab.lab.cli import main as attnlab
+from attnlab.lab.train.batching import bucket_batches, epoch_order, make_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
@@ -58,8 +58,8 @@ PRESETS = {
 
 def _setup(options: list[str]):
     """The task (set up), a fresh model in train mode, and the resolved config of ``options``."""
-    from attnlab.tasks import TASKS
-    from attnlab.train.config import resolve_config
+    from attnlab.lab.tasks import TASKS
+    from attnlab.lab.train.config import resolve_config
 
     cfg = resolve_config(task="g2p", overrides=options)
     task = TASKS.get("g2p")()
@@ -146,7 +146,7 @@ def split_metrics(checkpoint: Path, split: str, beam: int) -> dict:
     beam ``beam`` (1: greedy), in float32."""
     from dataclasses import replace
 
-    from attnlab.train.checkpoint import load_for_inference
+    from attnlab.lab.train.checkpoint import load_for_inference
 
     task, model, cfg = load_for_inference(checkpoint)
     task.setup(replace(cfg.task_options, eval_beam=beam))
@@ -161,8 +161,8 @@ def averaged(run: Path, lasts: list[int], beam: int) -> dict:
     """Checkpoint averaging of ``run``'s epoch snapshots (``train.keep_epochs``): dev PER/WER
     of its last epoch and of the mean of its last K for each K in ``lasts``; the K with the
     lowest dev PER is then decoded on test (greedy, and with ``beam``). K is chosen on dev."""
-    from attnlab.train import average_checkpoints, save_checkpoint
-    from attnlab.train.rundir import EPOCH_SNAPSHOTS
+    from attnlab.lab.train import average_checkpoints, save_checkpoint
+    from attnlab.lab.train.rundir import EPOCH_SNAPSHOTS
 
     snapshots = sorted(run.glob(EPOCH_SNAPSHOTS))
     if len(snapshots) < max(lasts):

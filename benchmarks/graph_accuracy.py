@@ -6,7 +6,7 @@ penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping, dev
 every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev accuracy with ties
 to the lower dev loss; this script's default, so that its earlier rows keep their meaning),
 ``loss`` or ``acc+loss`` (GAT's rule, what the tasks' ``auto`` picks for ``gat``/``gatv2``,
-:mod:`attnlab.tasks.graph.selection`), test accuracy of the selected model; ``--variant
+:mod:`attnlab.lab.tasks.graph.selection`), test accuracy of the selected model; ``--variant
 original``: GAT's layer as the authors' code computes it, the tasks' default for ``gat``;
 ``pyg``: :class:`attnlab.graph.GATConv`, this script's default), in a lean loop: no
 checkpoint files, and one forward pass per epoch serves dev and test (test metrics are recorded
@@ -50,9 +50,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import differences, keep_matching, left_out_note  # noqa: E402
 
-from attnlab.tasks import TASKS
-from attnlab.tasks.graph import GraphModelConfig, GraphOptions
-from attnlab.tasks.graph.selection import SELECT_RULES, judge
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.graph import GraphModelConfig, GraphOptions
+from attnlab.lab.tasks.graph.selection import SELECT_RULES, judge
 
 
 def layer_variant(kind: str, variant: str) -> str:
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
     p.add_argument("--select", choices=SELECT_RULES, default="acc",
-                   help="model selection and patience (attnlab.tasks.graph.selection): dev "
+                   help="model selection and patience (attnlab.lab.tasks.graph.selection): dev "
                    "accuracy with ties to the lower loss, the lowest dev loss, or GAT's rule "
                    "(acc+loss)")  # fmt: skip
     p.add_argument(

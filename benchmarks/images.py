@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
 from stored import differences, keep_matching, left_out_note, refuse, run_differences  # noqa: E402
 
-from attnlab.bench import time_call  # noqa: E402
+from attnlab.lab.bench import time_call  # noqa: E402
 
 ENCODERS = ["cnn", "patches", "hybrid", "pixels"]
 
@@ -191,11 +191,11 @@ def plot(args: argparse.Namespace) -> None:
 def speed(args: argparse.Namespace) -> None:
     """Images/s of a training step (forward, backward, AdamW) and of inference (eval, no grad),
     every encoder's default fashion model, one batch of random images, side by side."""
-    from attnlab.tasks.images import FashionTask
+    from attnlab.lab.tasks.images import FashionTask
 
     task = FashionTask()
     cfg_cls = FashionTask.default_model_config
-    from attnlab.train.merge import merge
+    from attnlab.lab.train.merge import merge
 
     b = args.batch
     x = {"images": torch.randn(b, 1, 28, 28)}

@@ -17,7 +17,7 @@ Usage::
 
 The model is ``listops``'s default (width 64, 2 pre-norm blocks of 4 heads, feed-forward 128,
 rotary positions, attention pooling); only ``--model.encoder.attention.kernel`` changes, with
-the options of :func:`attnlab.bench.attention.scaled_options` (``max_len`` = the longest
+the options of :func:`attnlab.lab.bench.attention.scaled_options` (``max_len`` = the longest
 sequence, Reformer buckets of ~64 tokens; a kernel given as ``NAME:KEY=VALUE,...``, e.g.
 ``bigbird:block=16``, adds options of its own and names its results so). ``accuracy`` runs
 ``attnlab train listops`` per kernel (``--train.max_steps``; one process at a time; results
@@ -53,12 +53,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab.attention_config import AttentionConfig
-from attnlab.bench import time_call
-from attnlab.bench.attention import scaled_options
-from attnlab.bench.measure import peak_tensor_bytes
+from attnlab.lab.bench import time_call
+from attnlab.lab.bench.attention import scaled_options
+from attnlab.lab.bench.measure import peak_tensor_bytes
 from attnlab.efficient import KERNELS
-from attnlab.tasks import TASKS
-from attnlab.tasks.longrange import ListOpsSpec, load_listops, make_listops
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.longrange import ListOpsSpec, load_listops, make_listops
 
 EXACT = "exact"
 

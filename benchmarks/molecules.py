@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.chem import mol_from_smiles, morgan_fingerprints, read_sdf
-from attnlab.data.registry import dataset_path
-from attnlab.train import RunConfig, Trainer, apply_overrides
+from attnlab.lab.chem import mol_from_smiles, morgan_fingerprints, read_sdf
+from attnlab.lab.data.registry import dataset_path
+from attnlab.lab.train import RunConfig, Trainer, apply_overrides
 
 STRUCTURES = ("none", "mask", "spd")
 

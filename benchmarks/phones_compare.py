@@ -92,7 +92,7 @@ def main() -> int:
     p.add_argument("--out", default="results/phones_compare")
     args = p.parse_args()
 
-    from attnlab.speechgen import make_phones
+    from attnlab.lab.speechgen import make_phones
 
     make_phones(args.sentences, seed=args.seed)  # no-op when it exists
     out = Path(args.out)

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
-from attnlab.tasks.longrange import make_positions
+from attnlab.lab.tasks.longrange import make_positions
 
 ENCODINGS = ("none", "sinusoidal", "learned", "learned@4L", "relative", "rotary", "alibi",
              "floater", "recurrent")  # fmt: skip

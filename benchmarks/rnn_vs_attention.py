@@ -52,8 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import NOT_RECORDED, differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab import KVCache, MultiHeadAttention, RecurrentCache, masks
-from attnlab.bench import time_call
-from attnlab.bench.measure import peak_tensor_bytes
+from attnlab.lab.bench import time_call
+from attnlab.lab.bench.measure import peak_tensor_bytes
 
 LENGTHS = [256, 512, 1024, 2048, 4096, 8192]
 MODELS = ("lstm", "gru", "softmax", "linear")

@@ -46,8 +46,16 @@ SMALL_TEXT = ["--model.input.dim=32", "--model.encoder.heads=2", "--model.encode
 #: run name -> (task, options); the defaults of each task with less data and fewer steps
 RUNS: dict[str, tuple[str, list[str]]] = {
     "pos": ("pos", [*TEXT, *SMALL_TEXT]),
-    "pos-rnn": ("pos", [*TEXT, "--model.input.dim=32", "--model.encoder.kind=rnn",
-                        "--train.epochs=4", "--train.batch_size=4"]),  # fmt: skip
+    "pos-rnn": (
+        "pos",
+        [
+            *TEXT,
+            "--model.input.dim=32",
+            "--model.encoder.kind=rnn",
+            "--train.epochs=4",
+            "--train.batch_size=4",
+        ],
+    ),  # fmt: skip
     "pos-window": ("pos", [*TEXT, *SMALL_TEXT, "--model.encoder.window=1"]),
     "sst2": ("sst2", [*SENTIMENT, *SMALL_TEXT]),
     "sst2-cnn-attention": (

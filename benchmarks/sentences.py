@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
-from attnlab.train import Trainer, load_ensemble, resolve_config
+from attnlab.lab.train import Trainer, load_ensemble, resolve_config
 
 #: the inputs of every variant: 300-d random embeddings (Kim's "rand"), no characters
 COMMON = [

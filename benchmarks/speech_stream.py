@@ -28,13 +28,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
 
-from attnlab.tasks.speech.fsdd import FsddTask  # noqa: E402
-from attnlab.tasks.speech.stream import SpeechStreamer  # noqa: E402
+from attnlab.lab.tasks.speech.fsdd import FsddTask  # noqa: E402
+from attnlab.lab.tasks.speech.stream import SpeechStreamer  # noqa: E402
 
 
 def _model(args):
     if args.checkpoint:
-        from attnlab.train.checkpoint import load_for_inference
+        from attnlab.lab.train.checkpoint import load_for_inference
 
         task, model, _ = load_for_inference(args.checkpoint)
         return task, model
@@ -49,8 +49,8 @@ def _model(args):
 
 
 def _long_input(seconds: float, rate: int) -> torch.Tensor:
-    from attnlab.audio import read_wav
-    from attnlab.data.registry import dataset_path, get_dataset
+    from attnlab.lab.audio import read_wav
+    from attnlab.lab.data.registry import dataset_path, get_dataset
 
     need = int(seconds * rate)
     parts, total = [], 0

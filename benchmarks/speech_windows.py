@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
 
 from attnlab.attention_config import AttentionConfig  # noqa: E402
-from attnlab.bench import time_call  # noqa: E402
-from attnlab.tasks.speech.fsdd import FsddTask  # noqa: E402
+from attnlab.lab.bench import time_call  # noqa: E402
+from attnlab.lab.tasks.speech.fsdd import FsddTask  # noqa: E402
 
 WINDOWS = [4, 8, 16, 32, 64, None]
 

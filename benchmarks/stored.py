@@ -83,9 +83,9 @@ def run_differences(run_dir: str | Path, task: str, options: Sequence[str]) -> l
     """Where the run in ``run_dir`` (its ``config.json``) differs from what ``attnlab train
     TASK OPTIONS`` resolves to now (today's defaults included); bookkeeping settings (where it
     lives, how often it logs and saves) are not compared."""
-    from attnlab.commands import normalize_overrides
-    from attnlab.train.checkpoint import config_changes
-    from attnlab.train.config import resolve_config
+    from attnlab.lab.commands import normalize_overrides
+    from attnlab.lab.train.checkpoint import config_changes
+    from attnlab.lab.train.config import resolve_config
 
     stored = _config_json(Path(run_dir))
     if stored is None:
@@ -100,10 +100,10 @@ def run_differences(run_dir: str | Path, task: str, options: Sequence[str]) -> l
 def run_lacks(run_dir: str | Path, options: Sequence[str]) -> list[str]:
     """The settings of ``options`` (``--a.b=value``) that the run in ``run_dir`` was not made
     with: its own config with ``options`` applied, compared with its own config."""
-    from attnlab.commands import normalize_overrides
-    from attnlab.train.checkpoint import config_changes
-    from attnlab.train.config import RunConfig
-    from attnlab.train.overrides import apply_overrides
+    from attnlab.lab.commands import normalize_overrides
+    from attnlab.lab.train.checkpoint import config_changes
+    from attnlab.lab.train.config import RunConfig
+    from attnlab.lab.train.overrides import apply_overrides
 
     stored = _config_json(Path(run_dir))
     if stored is None:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from attnlab import masks
-from attnlab.data.registry import DATA_ENV
+from attnlab.lab.data.registry import DATA_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

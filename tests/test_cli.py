@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.cli import main
-from attnlab.tasks import TASKS
+from attnlab.lab.cli import main
+from attnlab.lab.tasks import TASKS
 
 MIRROR = os.environ.get("ATTNLAB_DATA") or str(Path(__file__).resolve().parents[2] / "shared/data")
 needs_data = pytest.mark.skipif(
@@ -92,7 +92,7 @@ def test_tasks_lists_the_registry(capsys):
 
 
 def test_space_separated_values():
-    from attnlab.commands import normalize_overrides
+    from attnlab.lab.commands import normalize_overrides
 
     assert normalize_overrides(["--attention.kernel", "performer", "--train.lr=1e-3"]) == [
         "--attention.kernel=performer",
@@ -106,7 +106,7 @@ def test_space_separated_values():
 
 
 def test_data_list_is_an_aligned_table_with_a_header(capsys, monkeypatch, tmp_path):
-    from attnlab.data import DATASETS
+    from attnlab.lab.data import DATASETS
 
     monkeypatch.setenv("ATTNLAB_DATA", str(tmp_path))
     assert main(["data", "list"]) == 0
@@ -152,7 +152,7 @@ def test_verbose_before_or_after_the_subcommand(capsys):
 
 
 def test_user_errors_exit_2_ctrl_c_130_and_bugs_keep_their_traceback(monkeypatch, capsys):
-    import attnlab.commands
+    import attnlab.lab.commands
 
     def raising(error):
         def command(*args, **kwargs):
@@ -160,13 +160,13 @@ def test_user_errors_exit_2_ctrl_c_130_and_bugs_keep_their_traceback(monkeypatch
 
         return command
 
-    monkeypatch.setattr(attnlab.commands, "predict_command", raising(IsADirectoryError(21, "Is a directory", "x")))  # fmt: skip
+    monkeypatch.setattr(attnlab.lab.commands, "predict_command", raising(IsADirectoryError(21, "Is a directory", "x")))  # fmt: skip
     assert main(["predict", "ckpt", "a"]) == 2
     assert capsys.readouterr().err == "attnlab predict: error: x: Is a directory\n"
-    monkeypatch.setattr(attnlab.commands, "predict_command", raising(KeyboardInterrupt()))
+    monkeypatch.setattr(attnlab.lab.commands, "predict_command", raising(KeyboardInterrupt()))
     assert main(["predict", "ckpt", "a"]) == 130
     assert capsys.readouterr().err == "attnlab predict: interrupted\n"
-    monkeypatch.setattr(attnlab.commands, "predict_command", raising(ZeroDivisionError("bug")))
+    monkeypatch.setattr(attnlab.lab.commands, "predict_command", raising(ZeroDivisionError("bug")))
     with pytest.raises(ZeroDivisionError):  # a bug in attnlab: its traceback stays
         main(["predict", "ckpt", "a"])
 

@@ -1,8 +1,10 @@
 """The layers of docs/ARCHITECTURE.md, checked: no module imports a module of a higher layer
-(every import counts, inside functions too), so the library never depends on the lab above it.
+(every import counts, inside functions too), and nothing outside ``attnlab.lab`` imports the
+lab, so the library never depends on the lab above it.
 
-Layer of each top-level module or package of ``attnlab`` (0 = foundations ... 8 = entry points;
-the package's ``__init__`` re-exports, above all of them).
+Layer of each module or package of the library (``attnlab.x``) and of the lab
+(``attnlab.lab.x``): 0 = foundations ... 8 = entry points; the packages' ``__init__``
+re-exports above all of them.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ LAYERS = {
     "kernels": 2, "backends": 2, "efficient": 2,
     "attention": 3, "attention_config": 3, "attention_checks": 3,
     "blocks": 4, "convert": 4, "graph": 4,
-    "models": 5,
-    "tasks": 6, "data": 6, "audio": 6, "images": 6, "speechgen": 6, "chem": 6, "viz": 6,
-    "train": 7,
-    "cli": 8, "commands": 8, "demo": 8, "bench": 8, "__main__": 8,
-    "__init__": 9,
+    "lab.models": 5,
+    "lab.tasks": 6, "lab.data": 6, "lab.audio": 6, "lab.images": 6, "lab.speechgen": 6,
+    "lab.chem": 6, "lab.viz": 6,
+    "lab.train": 7,
+    "lab.cli": 8, "lab.commands": 8, "lab.demo": 8, "lab.bench": 8, "__main__": 8,
+    "lab": 9, "__init__": 9,
 }  # fmt: skip
+#: the library modules that may import the lab: the ``python -m attnlab`` entry point
+LAB_ENTRY = {"attnlab.__main__"}
 
 
 def _module(path: Path) -> str:
@@ -38,7 +43,8 @@ def _layer(module: str) -> int | None:
     parts = module.split(".")
     if parts[0] != "attnlab":
         return None
-    return LAYERS.get(parts[1] if len(parts) > 1 else "__init__", LAYERS["__init__"])
+    key = ".".join(parts[1:3]) if len(parts) > 2 and parts[1] == "lab" else ".".join(parts[1:2])
+    return LAYERS.get(key or "__init__", LAYERS["__init__"])
 
 
 def _imports(path: Path):
@@ -62,8 +68,13 @@ def _imports(path: Path):
 FILES = sorted(SRC.rglob("*.py"))
 
 
+def _key(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[1:3]) if len(parts) > 2 and parts[1] == "lab" else ".".join(parts[1:2])
+
+
 def test_every_module_has_a_layer():
-    missing = {_module(f).split(".")[1] for f in FILES if "." in _module(f)} - set(LAYERS)
+    missing = {_key(_module(f)) for f in FILES if "." in _module(f)} - set(LAYERS)
     assert not missing, f"add these to LAYERS (and docs/ARCHITECTURE.md): {sorted(missing)}"
 
 
@@ -73,3 +84,15 @@ def test_no_import_runs_up_a_layer(path):
     upward = [f"line {line}: {name} (layer {_layer(name)})" for line, name in _imports(path)
               if (_layer(name) or 0) > mine]  # fmt: skip
     assert not upward, f"{_module(path)} (layer {mine}) imports upward: {upward}"
+
+
+LIBRARY = [f for f in FILES if not _module(f).startswith("attnlab.lab")]
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=[_module(f) for f in LIBRARY])
+def test_nothing_outside_the_lab_imports_the_lab(path):
+    if _module(path) in LAB_ENTRY:
+        return
+    lab = [f"line {line}: {name}" for line, name in _imports(path)
+           if name == "attnlab.lab" or name.startswith("attnlab.lab.")]  # fmt: skip
+    assert not lab, f"{_module(path)} is the library's and imports the lab: {lab}"

@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from attnlab.viz import MAX_WIDTH, attention_figure, plot_attention
+from attnlab.lab.viz import MAX_WIDTH, attention_figure, plot_attention
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.audio import (
+from attnlab.lab.audio import (
     Conv2dSubsampling,
     LogMel,
     SpecAugment,

@@ -1,4 +1,4 @@
-"""The festival generator of the ``phones`` dataset (:mod:`attnlab.speechgen`).
+"""The festival generator of the ``phones`` dataset (:mod:`attnlab.lab.speechgen`).
 
 Tests that speak need Debian's ``festival`` and ``festvox-kallpc16k`` (``make test`` installs
 them as root) and skip, saying so, without them; the framing and error tests always run.
@@ -12,8 +12,8 @@ import wave
 
 import pytest
 
-from attnlab.cli import main
-from attnlab.speechgen import (
+from attnlab.lab.cli import main
+from attnlab.lab.speechgen import (
     PHONES,
     FestivalUnavailable,
     Segment,
@@ -27,8 +27,8 @@ from attnlab.speechgen import (
     read_segs,
     synthesize,
 )
-from attnlab.speechgen import festival as festival_module
-from attnlab.speechgen.festival import scheme_string
+from attnlab.lab.speechgen import festival as festival_module
+from attnlab.lab.speechgen.festival import scheme_string
 
 needs_festival = pytest.mark.skipif(
     shutil.which("festival") is None

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.audio import read_wav, resample, write_wav
+from attnlab.lab.audio import read_wav, resample, write_wav
 
 RATE = 8000
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
-from attnlab.bench import approximation_errors, bench_attention, bench_recurrent_linear
+from attnlab.lab.bench import approximation_errors, bench_attention, bench_recurrent_linear
 
 
 def test_memory_estimate_covers_the_measured_peak(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.bench import peak_tensor_bytes, time_call
+from attnlab.lab.bench import peak_tensor_bytes, time_call
 
 MB = 1_000_000
 
@@ -84,7 +84,7 @@ def test_time_call_rejects_bad_arguments(kwargs, message):
 
 
 def test_time_interleaved_reverses_the_order_every_round_and_takes_medians(monkeypatch):
-    from attnlab.bench import measure
+    from attnlab.lab.bench import measure
 
     log: list[str] = []
     seconds = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 4.0, 9.0])}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnlab.bench import crossovers
+from attnlab.lab.bench import crossovers
 
 
 def test_crossovers_need_the_kernel_to_stay_faster():

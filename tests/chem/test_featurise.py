@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.chem import (
+from attnlab.lab.chem import (
     ATOM_FEATURES,
     NUM_ATOM_FEATURES,
     UNREACHABLE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.chem import MoleculeError, mol_from_smiles, morgan_fingerprints, read_csv, read_sdf
+from attnlab.lab.chem import MoleculeError, mol_from_smiles, morgan_fingerprints, read_csv, read_sdf
 
 
 @pytest.mark.parametrize(

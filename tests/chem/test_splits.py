@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.chem import (
+from attnlab.lab.chem import (
     mol_from_smiles,
     morgan_fingerprints,
     random_split,

@@ -6,7 +6,7 @@ import importlib.metadata
 
 import pytest
 
-from attnlab.data.readers.cmudict import parse_lines, read_cmudict
+from attnlab.lab.data.readers.cmudict import parse_lines, read_cmudict
 
 LINES = [
     "aalborg AO1 L B AO0 R G # place, danish",

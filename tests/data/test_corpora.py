@@ -1,4 +1,4 @@
-"""Tests of attnlab.data.corpora against the data mirror (counts from its README)."""
+"""Tests of attnlab.lab.data.corpora against the data mirror (counts from its README)."""
 
 import hashlib
 from collections import Counter
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.data import resolve
-from attnlab.data.corpora import (
+from attnlab.lab.data import resolve
+from attnlab.lab.data.corpora import (
     SENTENCE_LABELS,
     UNIVERSAL_TAGS,
     UPOS_TAGS,
@@ -16,8 +16,8 @@ from attnlab.data.corpora import (
     load_tagging,
     seeded_holdout,
 )
-from attnlab.data.readers import list_zip_fileids, read_sentences
-from attnlab.data.registry import DatasetUnavailable
+from attnlab.lab.data.readers import list_zip_fileids, read_sentences
+from attnlab.lab.data.registry import DatasetUnavailable
 
 # Tests that read the mirror through $ATTNLAB_DATA (set by use_mirror); the ``data_mirror``
 # fixture (tests/conftest.py) skips them when there is no mirror.

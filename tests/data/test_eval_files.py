@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.data.readers import (
+from attnlab.lab.data.readers import (
     read_classification_file,
     read_tagging_file,
     sniff_text_format,

@@ -11,7 +11,7 @@ import pickle
 import pytest
 import torch
 
-from attnlab.data.readers.planetoid import (
+from attnlab.lab.data.readers.planetoid import (
     PLANETOID_PARTS,
     RestrictedUnpickler,
     UnsafePickleError,

@@ -1,11 +1,11 @@
-"""Tests of attnlab.data.readers on small synthetic files and, where present, the data mirror."""
+"""Tests of attnlab.lab.data.readers on small synthetic files and, where present, the data mirror."""
 
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from attnlab.data.readers import (
+from attnlab.lab.data.readers import (
     iter_conllu,
     list_zip_fileids,
     load_tagmap,

@@ -1,4 +1,4 @@
-"""Tests of attnlab.data.registry and .resolve: mirror, cache, download, checksums. No network."""
+"""Tests of attnlab.lab.data.registry and .resolve: mirror, cache, download, checksums. No network."""
 
 import hashlib
 import io
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.data import registry, resolve
-from attnlab.data.registry import (
+from attnlab.lab.data import registry, resolve
+from attnlab.lab.data.registry import (
     CACHE_ENV,
     DATA_ENV,
     DATASETS,

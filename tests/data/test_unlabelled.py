@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.data import resolve
-from attnlab.data.readers.nltk_words import parse_treebank_pos, parse_underscore
-from attnlab.data.unlabelled import UNLABELLED_CORPORA, load_unlabelled
+from attnlab.lab.data import resolve
+from attnlab.lab.data.readers.nltk_words import parse_treebank_pos, parse_underscore
+from attnlab.lab.data.unlabelled import UNLABELLED_CORPORA, load_unlabelled
 
 needs_mirror = pytest.mark.usefixtures("data_mirror")
 

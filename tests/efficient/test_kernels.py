@@ -496,7 +496,7 @@ def test_kernels_refuse_a_bias_and_the_weights_with_a_reason(name):
 )  # fmt: skip
 def test_one_word_per_concept_old_option_names_are_refused(name, old, new):
     # backend (not impl), block (not chunk or tile); old runs' configs are rewritten by
-    # attnlab.train.legacy, not accepted here
+    # attnlab.lab.train.legacy, not accepted here
     assert old not in kernel_options(name) and new in kernel_options(name)
     with pytest.raises(
         ValueError, match=f"has no option\\(s\\) \\[.{old}.\\]; valid options: .*{new}="

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.data.registry import DataFile, get_dataset, resolve_file
-from attnlab.images import IdxError, RandomCropFlip, read_idx, write_idx
-from attnlab.images.augment import random_crop
+from attnlab.lab.data.registry import DataFile, get_dataset, resolve_file
+from attnlab.lab.images import IdxError, RandomCropFlip, read_idx, write_idx
+from attnlab.lab.images.augment import random_crop
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.models import EncoderConfig, build_encoder, valid_positions
-from attnlab.models.cnn_attention import ConvAttentionEncoder
-from attnlab.models.encoder_config import ConvAttentionEncoderConfig
+from attnlab.lab.models import EncoderConfig, build_encoder, valid_positions
+from attnlab.lab.models.cnn_attention import ConvAttentionEncoder
+from attnlab.lab.models.encoder_config import ConvAttentionEncoderConfig
 
 B, N, D = 3, 9, 8
 LENGTHS = torch.tensor([9, 5, 0])
@@ -119,7 +119,7 @@ def test_trains_end_to_end_from_the_command_line(tmp_path, capsys):
     import json
     from pathlib import Path
 
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     data = Path(__file__).resolve().parents[1] / "tasks" / "data"
     out = tmp_path / "run"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from attnlab.attention_config import AttentionConfig
-from attnlab.models import (
+from attnlab.lab.models import (
     ENCODERS,
     CNNEncoder,
     CNNEncoderConfig,
@@ -20,9 +20,9 @@ from attnlab.models import (
     TransformerSequenceEncoder,
     build_encoder,
 )
-from attnlab.models.cnn_attention import ConvAttentionEncoder
-from attnlab.models.encoder_config import ConvAttentionEncoderConfig
-from attnlab.models.encoders import SequenceEncoder
+from attnlab.lab.models.cnn_attention import ConvAttentionEncoder
+from attnlab.lab.models.encoder_config import ConvAttentionEncoderConfig
+from attnlab.lab.models.encoders import SequenceEncoder
 from attnlab.positional import Rotary
 
 BUILT = {
@@ -138,7 +138,7 @@ def test_positional_options_reach_the_rotary_encoding():
     ids=["json", "one-at-a-time"],
 )
 def test_positional_options_from_the_command_line(overrides):
-    from attnlab.train import RunConfig, apply_overrides
+    from attnlab.lab.train import RunConfig, apply_overrides
 
     cfg = apply_overrides(RunConfig.for_task("pos"), overrides)
     assert cfg.model.encoder.positional_options == {"interleaved": True, "rotary_dim": 4}

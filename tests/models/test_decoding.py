@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab.blocks.decoder import DecoderCache, TransformerDecoder
-from attnlab.models.decoding import beam_search, greedy_decode, max_output_lengths
+from attnlab.lab.models.decoding import beam_search, greedy_decode, max_output_lengths
 
 from .test_seq2seq import CONFIGS, batch, make
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.models import Ensemble, ModelOutput
+from attnlab.lab.models import Ensemble, ModelOutput
 
 
 def _members(k: int, *, classes: int = 5) -> list[nn.Module]:

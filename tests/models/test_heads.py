@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.models import POOLINGS, SequenceHead, TokenHead
+from attnlab.lab.models import POOLINGS, SequenceHead, TokenHead
 
 B, N, D, L = 3, 6, 8, 5
 LENGTHS = torch.tensor([6, 3, 0])

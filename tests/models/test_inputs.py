@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.models import (
+from attnlab.lab.models import (
     PAD_ID,
     UNK_ID,
     CharCNN,
@@ -123,7 +123,7 @@ def test_embed_init_draws_kims_uniform_and_keeps_padding_zero():
 
 
 def test_embed_init_is_an_input_config_setting():
-    from attnlab.models import InputConfig, build_inputs
+    from attnlab.lab.models import InputConfig, build_inputs
 
     inputs = build_inputs(InputConfig(char_features=False, embed_init=0.1), vocab_size=50,
                           char_vocab_size=None)  # fmt: skip

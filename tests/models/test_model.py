@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnlab.attention_config import AttentionConfig
-from attnlab.models import (
+from attnlab.lab.models import (
     ENCODERS,
     CharVocabulary,
     CNNEncoderConfig,

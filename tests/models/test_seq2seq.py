@@ -1,11 +1,11 @@
-"""The encoder-decoders of ``attnlab.models.seq2seq``: shapes, gradients, causality, padding."""
+"""The encoder-decoders of ``attnlab.lab.models.seq2seq``: shapes, gradients, causality, padding."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attnlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+from attnlab.lab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 
 SRC_V, TGT_V = 20, 11
 #: every model kind, tiny; rotary covers the "qk" positional path of the decoder
@@ -120,8 +120,8 @@ def test_config_errors(kwargs, message):
 
 @pytest.mark.parametrize("kind", ["transformer", "lstm"])
 def test_both_models_follow_the_one_seq2seq_protocol(kind):
-    from attnlab.models import Seq2Seq
-    from attnlab.models.seq2seq import Seq2SeqConfig, build_seq2seq
+    from attnlab.lab.models import Seq2Seq
+    from attnlab.lab.models.seq2seq import Seq2SeqConfig, build_seq2seq
 
     model = build_seq2seq(Seq2SeqConfig(kind=kind, dim=16, heads=2, encoder_depth=1,
                                         decoder_depth=1), src_vocab=9, tgt_vocab=7)  # fmt: skip

@@ -1,11 +1,11 @@
-"""attnlab.models.transfer: rows paired by string, copies by name, refusals."""
+"""attnlab.lab.models.transfer: rows paired by string, copies by name, refusals."""
 
 import pytest
 import torch
 from torch import nn
 
-from attnlab.models import Vocabulary
-from attnlab.models.transfer import transfer_weights, vocab_rows
+from attnlab.lab.models import Vocabulary
+from attnlab.lab.models.transfer import transfer_weights, vocab_rows
 
 
 class Tiny(nn.Module):

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from attnlab.models import (
+from attnlab.lab.models import (
     PAD_ID,
     UNK_ID,
     WORD_SHAPES,

@@ -96,7 +96,7 @@ class Ran(NamedTuple):
 @pytest.fixture
 def cli(capsys):
     """``cli("predict", RUN, "text")``: run ``attnlab`` in this process, return :class:`Ran`."""
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     def run(*args: object) -> Ran:
         capsys.readouterr()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.cli import main
-from attnlab.train.checkpoint import CheckpointError, load_checkpoint
+from attnlab.lab.cli import main
+from attnlab.lab.train.checkpoint import CheckpointError, load_checkpoint
 
 from .conftest import DATA, TINY_MODEL, TINY_TRAIN, classifier_options, tagger_options
 

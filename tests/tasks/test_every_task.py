@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from attnlab import MultiHeadAttention
-from attnlab.tasks import TASKS
-from attnlab.tasks.registry import BUILTIN_TASKS
-from attnlab.train import resolve_config
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.registry import BUILTIN_TASKS
+from attnlab.lab.train import resolve_config
 
 from .conftest import DATA
 
@@ -78,7 +78,7 @@ def _skip_without(need: str, data_mirror_or_none) -> None:
     if need == "fashion":
         from pathlib import Path
 
-        from attnlab.data.registry import get_dataset
+        from attnlab.lab.data.registry import get_dataset
 
         files = get_dataset("fashion-mnist").files.values()
         if not any(Path(p).is_file() for f in files for p in f.installed):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.cli import main
-from attnlab.data.readers.cmudict import Lexicon, read_cmudict
-from attnlab.tasks.seq2seq import MAX_OUTPUT, G2PTask, split_lexicon
+from attnlab.lab.cli import main
+from attnlab.lab.data.readers.cmudict import Lexicon, read_cmudict
+from attnlab.lab.tasks.seq2seq import MAX_OUTPUT, G2PTask, split_lexicon
 
 from .conftest import DATA
 
@@ -113,7 +113,7 @@ def test_show_draws_the_cross_attention(g2p_run, tmp_path, capsys):
 
 
 def test_attention_map_axes_are_phones_by_letters(g2p_run):
-    from attnlab.commands import load_for_inference
+    from attnlab.lab.commands import load_for_inference
 
     task, model, _ = load_for_inference(str(g2p_run))
     attn = task.attention_map(model, "cats")
@@ -145,7 +145,7 @@ def test_predict_refuses_a_bad_beam(g2p_run, capsys):
 
 
 def _tiny_task_and_model(**model):
-    from attnlab.models.seq2seq import Seq2SeqConfig
+    from attnlab.lab.models.seq2seq import Seq2SeqConfig
 
     task = G2PTask()
     task.setup({"dict_file": str(TINY_DICT)})
@@ -155,8 +155,8 @@ def _tiny_task_and_model(**model):
 
 
 def test_model_init_copies_every_weight_of_a_g2p_run(g2p_run):
-    from attnlab.train.checkpoint import load_checkpoint
-    from attnlab.train.init import init_from_checkpoint
+    from attnlab.lab.train.checkpoint import load_checkpoint
+    from attnlab.lab.train.init import init_from_checkpoint
 
     task, model = _tiny_task_and_model()
     report = init_from_checkpoint(task, model, g2p_run, log=False)
@@ -181,7 +181,7 @@ def test_model_init_starts_a_new_run_with_a_fresh_schedule(g2p_run, tmp_path):
 
 
 def test_model_init_refuses_another_model_or_vocabulary(g2p_run):
-    from attnlab.train.init import init_from_checkpoint
+    from attnlab.lab.train.init import init_from_checkpoint
 
     task, model = _tiny_task_and_model(dim=16, heads=2)
     with pytest.raises(ValueError, match=r"model.init=.*src_embed.weight.*shape"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.tasks.seq2seq.metrics import G2PScore, best_reference, edit_distance
+from attnlab.lab.tasks.seq2seq.metrics import G2PScore, best_reference, edit_distance
 
 
 @pytest.mark.parametrize(

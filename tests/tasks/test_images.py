@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.cli import main
-from attnlab.tasks import TASKS
-from attnlab.tasks.images import DigitsTask, ImageModelConfig
-from attnlab.tasks.images.data import balanced_subset, validation_split
-from attnlab.tasks.images.draw import attention_rollout
-from attnlab.tasks.images.encoders import (
+from attnlab.lab.cli import main
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.images import DigitsTask, ImageModelConfig
+from attnlab.lab.tasks.images.data import balanced_subset, validation_split
+from attnlab.lab.tasks.images.draw import attention_rollout
+from attnlab.lab.tasks.images.encoders import (
     CNNConfig,
     HybridConfig,
     PatchesConfig,
     PixelsConfig,
 )
-from attnlab.tasks.images.model import build_image_model
-from attnlab.train.merge import merge
+from attnlab.lab.tasks.images.model import build_image_model
+from attnlab.lab.train.merge import merge
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TINY = ["--train.epochs=2", "--train.batch_size=64", "--train.lr=3e-3", "--train.log_every=1000",
@@ -181,7 +181,7 @@ def test_rollout_of_identity_attention_is_identity() -> None:
     reason="Debian's dataset-fashion-mnist is not installed (apt-get install dataset-fashion-mnist)",
 )
 def test_fashion_splits_and_a_nested_subset() -> None:
-    from attnlab.tasks.images import FashionTask
+    from attnlab.lab.tasks.images import FashionTask
 
     task = FashionTask()
     task.setup({"train_size": 1000})

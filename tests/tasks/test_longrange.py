@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from attnlab.tasks.longrange import (
+from attnlab.lab.tasks.longrange import (
     ListOpsSpec,
     evaluate_listops,
     load_listops,
@@ -16,8 +16,13 @@ from attnlab.tasks.longrange import (
     make_positions,
     make_recall,
 )
-from attnlab.tasks.longrange.listops import GENERATOR_VERSION, OPERATORS, tree_tokens, tree_value
-from attnlab.tasks.longrange.synthetic import MARKER, positions_answer, recall_answer
+from attnlab.lab.tasks.longrange.listops import (
+    GENERATOR_VERSION,
+    OPERATORS,
+    tree_tokens,
+    tree_value,
+)
+from attnlab.lab.tasks.longrange.synthetic import MARKER, positions_answer, recall_answer
 
 TINY = ListOpsSpec(train=40, dev=5, test=5, max_depth=5, max_args=5, min_length=12, max_length=60)
 
@@ -99,7 +104,7 @@ def test_listops_is_deterministic_with_a_seed():
 
 
 def test_tree_tokens_and_value_agree_with_the_evaluator_on_deep_trees():
-    from attnlab.tasks.longrange.listops import generate_tree
+    from attnlab.lab.tasks.longrange.listops import generate_tree
 
     rng = random.Random(3)
     for _ in range(200):

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from attnlab.cli import main
-from attnlab.tasks import TASKS
+from attnlab.lab.cli import main
+from attnlab.lab.tasks import TASKS
 
 TINY_MODEL = [
     "--model.input.dim=32", "--model.encoder.depth=1", "--model.encoder.heads=2",

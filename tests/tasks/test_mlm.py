@@ -12,11 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.cli import main
-from attnlab.models.masked_lm import MaskedLanguageModel
-from attnlab.tasks.text.masking import IGNORE, MaskingRule, mask_ids
-from attnlab.tasks.text.mlm import MASK, MLMTask
-from attnlab.train import Trainer, load_checkpoint, resolve_config
+from attnlab.lab.cli import main
+from attnlab.lab.models.masked_lm import MaskedLanguageModel
+from attnlab.lab.tasks.text.masking import IGNORE, MaskingRule, mask_ids
+from attnlab.lab.tasks.text.mlm import MASK, MLMTask
+from attnlab.lab.train import Trainer, load_checkpoint, resolve_config
 
 from .conftest import DATA, TINY_MODEL, classifier_options
 

@@ -1,5 +1,5 @@
 """A task of a new input kind goes through ``train``, ``predict``, ``show`` and ``eval --data``
-with no change to the command line: only the :class:`~attnlab.tasks.Task` interface.
+with no change to the command line: only the :class:`~attnlab.lab.tasks.Task` interface.
 
 The input kind here is a list of numbers written ``0.5,-1,2`` (as a wav path, a SMILES string
 or a node id would be one word of the command line); the label says whether they sum to more
@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.cli import main
-from attnlab.tasks import TASKS, AttentionMap, Task, TaskCommands, register_task
+from attnlab.lab.cli import main
+from attnlab.lab.tasks import TASKS, AttentionMap, Task, TaskCommands, register_task
 
 LABELS = ["negative", "positive"]
 

@@ -8,19 +8,19 @@ import sys
 
 import pytest
 
-from attnlab.tasks import BUILTIN_TASKS, TASKS, Task, TaskRegistry
-from attnlab.tasks.text import PosTask, SentenceTask
+from attnlab.lab.tasks import BUILTIN_TASKS, TASKS, Task, TaskRegistry
+from attnlab.lab.tasks.text import PosTask, SentenceTask
 
 
 def test_listing_the_tasks_imports_none_of_them():
     """``attnlab tasks`` needs no task module: registration is a table, not an import's side
     effect."""
     code = (
-        "import sys; from attnlab.tasks import TASKS; names = TASKS.names(); "
+        "import sys; from attnlab.lab.tasks import TASKS; names = TASKS.names(); "
         "kinds = ('text', 'speech', 'graph', 'molecules'); "
-        "assert not [k for k in kinds if f'attnlab.tasks.{k}' in sys.modules], 'imported'; "
-        "cls = TASKS.get('pos'); assert 'attnlab.tasks.text' in sys.modules; "
-        "assert 'attnlab.tasks.graph' not in sys.modules, 'pos imported graph'; "
+        "assert not [k for k in kinds if f'attnlab.lab.tasks.{k}' in sys.modules], 'imported'; "
+        "cls = TASKS.get('pos'); assert 'attnlab.lab.tasks.text' in sys.modules; "
+        "assert 'attnlab.lab.tasks.graph' not in sys.modules, 'pos imported graph'; "
         "print(' '.join(names), cls.__name__, cls.name)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -37,7 +37,7 @@ def test_every_builtin_task_resolves_to_its_task_class(name):
 
 
 def test_unknown_name_lists_lazy_and_registered_tasks():
-    reg = TaskRegistry({"lazy": "attnlab.tasks.text:PosTask"})
+    reg = TaskRegistry({"lazy": "attnlab.lab.tasks.text:PosTask"})
     reg.register("eager", type("Eager", (PosTask,), {}))
     with pytest.raises(ValueError, match="unknown task 'nope'; valid choices: eager, lazy"):
         reg.get("nope")
@@ -47,28 +47,28 @@ def test_unknown_name_lists_lazy_and_registered_tasks():
 def test_lazy_entries_are_checked():
     reg = TaskRegistry()
     with pytest.raises(ValueError, match="expected 'package.module:ClassName'"):
-        reg.register_lazy("bad", "attnlab.tasks.text.PosTask")
-    reg.register_lazy("missing", "attnlab.tasks.nosuchmodule:Task")
+        reg.register_lazy("bad", "attnlab.lab.tasks.text.PosTask")
+    reg.register_lazy("missing", "attnlab.lab.tasks.nosuchmodule:Task")
     with pytest.raises(ValueError, match="task 'missing': cannot import"):
         reg.get("missing")
-    reg.register_lazy("notatask", "attnlab.tasks.commands:AttentionMap")
+    reg.register_lazy("notatask", "attnlab.lab.tasks.commands:AttentionMap")
     with pytest.raises(TypeError, match="expected a Task subclass"):
         reg.get("notatask")
 
 
 def test_a_name_is_registered_once():
-    reg = TaskRegistry({"pos": "attnlab.tasks.text:PosTask"})
+    reg = TaskRegistry({"pos": "attnlab.lab.tasks.text:PosTask"})
     with pytest.raises(ValueError, match="already registered"):
         reg.register("pos", type("Other", (PosTask,), {}))
     with pytest.raises(ValueError, match="already registered"):
-        reg.register_lazy("pos", "attnlab.tasks.text:PosTask")
+        reg.register_lazy("pos", "attnlab.lab.tasks.text:PosTask")
     assert reg.get("pos") is PosTask
     with pytest.raises(ValueError, match="already registered"):
         reg.register("pos", type("Other", (PosTask,), {}))
 
 
 def test_unregister_forgets_a_task_so_it_can_be_registered_again():
-    reg = TaskRegistry({"lazy": "attnlab.tasks.text:PosTask"})
+    reg = TaskRegistry({"lazy": "attnlab.lab.tasks.text:PosTask"})
     cls = type("Eager", (PosTask,), {})
     reg.register("eager", cls)
     reg.unregister("eager")
@@ -85,8 +85,8 @@ def test_a_task_without_commands_trains_but_predict_says_why(tmp_path, capsys):
     import sys
     from pathlib import Path
 
-    from attnlab.cli import main
-    from attnlab.tasks import TaskCommands
+    from attnlab.lab.cli import main
+    from attnlab.lab.tasks import TaskCommands
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the toy task
     from train.toy_task import ToyTask  # registers "toy"

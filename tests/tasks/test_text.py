@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.models import ModelConfig
-from attnlab.tasks import TASKS
-from attnlab.tasks.text import PosTask, SentenceOptions, SST2Task, TaggingOptions
+from attnlab.lab.models import ModelConfig
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.text import PosTask, SentenceOptions, SST2Task, TaggingOptions
 
 from .conftest import DATA
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.cli import main
+from attnlab.lab.cli import main
 
 from .conftest import DATA, TINY_MODEL, TINY_TRAIN, classifier_options, tagger_options
 

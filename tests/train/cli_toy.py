@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the train package
 
-from attnlab.cli import main  # noqa: E402
-from attnlab.tasks import TASKS, register_task  # noqa: E402
+from attnlab.lab.cli import main  # noqa: E402
+from attnlab.lab.tasks import TASKS, register_task  # noqa: E402
 from train.toy_task import ToyTask  # noqa: E402
 
 

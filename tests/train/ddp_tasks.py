@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from attnlab.tasks import TASKS
-from attnlab.train import Trainer, resolve_config
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.train import Trainer, resolve_config
 
 #: options that pick a small corpus where the default one is large (the model stays the default)
 DATA_OPTIONS = {

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the train package
 
-from attnlab.train import Trainer, TrainingInterrupted  # noqa: E402
+from attnlab.lab.train import Trainer, TrainingInterrupted  # noqa: E402
 from train.toy_task import ToyTask, toy_config  # noqa: E402
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.train import Trainer, TrainResult, load_checkpoint
+from attnlab.lab.train import Trainer, TrainResult, load_checkpoint
 
 from .toy_task import ToyTask, toy_config
 

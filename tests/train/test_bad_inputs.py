@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.cli import main
-from attnlab.train import load_checkpoint
+from attnlab.lab.cli import main
+from attnlab.lab.train import load_checkpoint
 
 from . import toy_task  # noqa: F401  (registers the "toy" task)
 
@@ -141,7 +141,7 @@ HERE = {"attnlab": "0.1.0", "commit": "b" * 40, "commit_time": 2_000_000, "dirty
 def edited(toy_run, tmp_path, monkeypatch):
     """A copy of the toy run whose best.pt is rewritten by ``edit(ckpt)``; the code reading it
     is :data:`HERE`."""
-    monkeypatch.setattr("attnlab.train.checkpoint.code_identity", lambda: HERE)
+    monkeypatch.setattr("attnlab.lab.train.checkpoint.code_identity", lambda: HERE)
     run = tmp_path / "run"
     shutil.copytree(toy_run, run)
 
@@ -193,7 +193,7 @@ def test_weights_that_do_not_fit_name_the_weight_and_the_older_side(edited, caps
 
 
 def test_resume_from_weights_that_do_not_fit(toy_run, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("attnlab.train.checkpoint.code_identity", lambda: HERE)
+    monkeypatch.setattr("attnlab.lab.train.checkpoint.code_identity", lambda: HERE)
     run = tmp_path / "run"
     shutil.copytree(toy_run, run)
     ckpt = torch.load(run / "last.pt", weights_only=True)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.train.batching import (
+from attnlab.lab.train.batching import (
     bucket_batches,
     epoch_order,
     make_batches,
     rank_micro_batches,
     split_batch,
 )
-from attnlab.train.config import TrainConfig
-from attnlab.train.distributed import DistEnv
-from attnlab.train.feed import Feed
+from attnlab.lab.train.config import TrainConfig
+from attnlab.lab.train.distributed import DistEnv
+from attnlab.lab.train.feed import Feed
 
 from .toy_task import ToyOptions, ToyTask
 

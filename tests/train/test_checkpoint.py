@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.train import (
+from attnlab.lab.train import (
     RunError,
     average_checkpoints,
     load_checkpoint,
     load_for_inference,
     save_checkpoint,
 )
-from attnlab.train.checkpoint import config_changes, find_checkpoint
+from attnlab.lab.train.checkpoint import config_changes, find_checkpoint
 
 from .helpers import Crash, CrashingToy, assert_same_tensors, run, strip_timing
 

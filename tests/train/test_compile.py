@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from attnlab.tasks.text import PosTask
-from attnlab.train import RunConfig, TrainConfig, Trainer, apply_overrides, load_for_inference
-from attnlab.train.compile import (
+from attnlab.lab.tasks.text import PosTask
+from attnlab.lab.train import RunConfig, TrainConfig, Trainer, apply_overrides, load_for_inference
+from attnlab.lab.train.compile import (
     PaddedCollate,
     compile_model,
     pad_batch,

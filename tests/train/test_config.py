@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import pytest
 
-from attnlab.train import (
+from attnlab.lab.train import (
     RunConfig,
     TrainConfig,
     apply_overrides,
@@ -19,7 +19,7 @@ from attnlab.train import (
     save_config,
     to_dict,
 )
-from attnlab.train.overrides import convert, merge, parse_override
+from attnlab.lab.train.overrides import convert, merge, parse_override
 
 from .toy_task import ToyModelConfig, ToyOptions
 
@@ -255,7 +255,7 @@ OLD_MODEL_SECTION = {
 
 
 def test_encoder_kind_switches_the_dataclass_whatever_the_order():
-    from attnlab.models import CNNEncoderConfig
+    from attnlab.lab.models import CNNEncoderConfig
 
     base = RunConfig.for_task("pos")
     for overrides in (
@@ -323,7 +323,7 @@ def test_attention_settings_are_one_section_set_in_any_order():
     ],
 )  # fmt: skip
 def test_every_encoder_kind_round_trips_through_config_json(tmp_path, overrides):
-    from attnlab.models import ModelConfig
+    from attnlab.lab.models import ModelConfig
 
     cfg = apply_overrides(RunConfig.for_task("pos", out_dir=str(tmp_path)), overrides)
     data = json.loads(save_config(cfg).read_text())
@@ -333,10 +333,10 @@ def test_every_encoder_kind_round_trips_through_config_json(tmp_path, overrides)
 
 def test_an_old_checkpoints_config_is_read_in_todays_spelling():
     """Layout-1 checkpoints (the flat encoder section, ``local_window``, attention settings at
-    the encoder's top level, kind ``window``) load through :func:`attnlab.train.legacy.upgrade`
+    the encoder's top level, kind ``window``) load through :func:`attnlab.lab.train.legacy.upgrade`
     only; the config readers know today's spelling alone."""
-    from attnlab.models import FCEncoderConfig, TransformerEncoderConfig
-    from attnlab.train.legacy import upgrade
+    from attnlab.lab.models import FCEncoderConfig, TransformerEncoderConfig
+    from attnlab.lab.train.legacy import upgrade
 
     def read(model):
         ckpt = {"version": 1, "config": {"task": "pos", "out_dir": "runs/pos", "model": model}}
@@ -377,7 +377,7 @@ def leaf_options(obj, where=""):
 
 @pytest.mark.parametrize("task", ["pos", "sst2"])
 def test_describe_options_lists_every_option_with_type_default_and_description(task):
-    from attnlab.train.overrides import describe_options
+    from attnlab.lab.train.overrides import describe_options
 
     cfg = RunConfig.for_task(task)
     text = describe_options(cfg)
@@ -395,7 +395,7 @@ def test_describe_options_lists_every_option_with_type_default_and_description(t
 
 
 def test_describe_options_follows_the_chosen_kind():
-    from attnlab.train.overrides import describe_options
+    from attnlab.lab.train.overrides import describe_options
 
     cfg = apply_overrides(RunConfig.for_task("pos"), ["--model.encoder.kind=rnn"])
     text = describe_options(cfg)
@@ -406,7 +406,7 @@ def test_describe_options_follows_the_chosen_kind():
 
 
 def test_cli_train_task_help_lists_the_options(capsys):
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     assert main(["train", "pos", "--help"]) == 0
     out = capsys.readouterr().out
@@ -437,7 +437,7 @@ ATTENTION_OF = {  # task -> (extra options its attention needs, where its attent
 
 @pytest.mark.parametrize("task", list(ATTENTION_OF))
 def test_attention_alias_reaches_every_attention_config_of_the_model(task):
-    from attnlab.train.config import attention_paths
+    from attnlab.lab.train.config import attention_paths
 
     extra, paths = ATTENTION_OF[task]
     cfg = resolve_config(task=task, overrides=[*extra, "--attention.kernel=performer",

@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from attnlab.tasks.registry import BUILTIN_TASKS
-from attnlab.train import load_checkpoint
-from attnlab.train.distributed import (
+from attnlab.lab.tasks.registry import BUILTIN_TASKS
+from attnlab.lab.train import load_checkpoint
+from attnlab.lab.train.distributed import (
     DistEnv,
     all_gather_object,
     all_reduce_sum,

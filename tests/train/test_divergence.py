@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attnlab.train import DivergenceError, RunError, Trainer, load_checkpoint
+from attnlab.lab.train import DivergenceError, RunError, Trainer, load_checkpoint
 
 from .helpers import assert_same_tensors, final_weights, run
 from .toy_task import ToyTask, toy_config

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab.train import load_checkpoint
-from attnlab.train.interrupt import resume_command
+from attnlab.lab.train import load_checkpoint
+from attnlab.lab.train.interrupt import resume_command
 
 from .cli_toy import main  # registers the slowtoy task
 from .helpers import assert_same_tensors, run

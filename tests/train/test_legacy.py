@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.train.legacy import LAYOUT_VERSION, upgrade
+from attnlab.lab.train.legacy import LAYOUT_VERSION, upgrade
 
 
 def v1(task: str, model: dict, weights: dict | None = None) -> dict:

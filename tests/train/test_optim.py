@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab.train.optim import build_optimizer, param_groups
+from attnlab.lab.train.optim import build_optimizer, param_groups
 
 
 class Net(nn.Module):

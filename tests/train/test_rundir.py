@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.train import RunError, Trainer, load_checkpoint
-from attnlab.train.atomic import remove_stale_temp_files, temp_file_pattern
-from attnlab.train.distributed import DistEnv
-from attnlab.train.rundir import LOCK_NAME, RunLock, check_out_dir, open_run_dir
+from attnlab.lab.train import RunError, Trainer, load_checkpoint
+from attnlab.lab.train.atomic import remove_stale_temp_files, temp_file_pattern
+from attnlab.lab.train.distributed import DistEnv
+from attnlab.lab.train.rundir import LOCK_NAME, RunLock, check_out_dir, open_run_dir
 
 from .helpers import Crash, CrashingToy, run
 from .toy_task import ToyTask, toy_config
@@ -88,7 +88,7 @@ def test_failed_start_leaves_no_empty_directory_behind(tmp_path):
 # ---- item 2: an exclusive lock that names its holder ----------------------------------------
 HOLDER = textwrap.dedent("""
     import sys, time
-    from attnlab.train.rundir import RunLock
+    from attnlab.lab.train.rundir import RunLock
     lock = RunLock(sys.argv[1])
     lock.acquire()
     print("locked", flush=True)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attnlab.train.schedule import WarmupDecay, build_scheduler
+from attnlab.lab.train.schedule import WarmupDecay, build_scheduler
 
 
 @pytest.mark.parametrize("schedule", ["cosine", "linear", "constant"])

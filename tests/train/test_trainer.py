@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from attnlab.train import RunConfig, Trainer
-from attnlab.train.metrics_log import read_metrics_csv
+from attnlab.lab.train import RunConfig, Trainer
+from attnlab.lab.train.metrics_log import read_metrics_csv
 
 from .helpers import final_weights, run
 from .toy_task import ToyTask, toy_config

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.tasks import TASKS, Task, register_task
-from attnlab.train.overrides import merge
+from attnlab.lab.tasks import TASKS, Task, register_task
+from attnlab.lab.train.overrides import merge
 
 PAD, UNK = "<pad>", "<unk>"
 SYMBOLS = "abcdefgh"
@@ -186,7 +186,7 @@ else:
 
 def toy_config(out_dir, *overrides: str, mode: str = "classify"):
     """A small, fast RunConfig for the toy task (+ ``--dotted=value`` overrides)."""
-    from attnlab.train import RunConfig, apply_overrides
+    from attnlab.lab.train import RunConfig, apply_overrides
 
     cfg = RunConfig.for_task("toy", out_dir=str(out_dir))
     base = [

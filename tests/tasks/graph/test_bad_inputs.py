@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.tasks.graph.layers import OriginalGATConv
+from attnlab.lab.tasks.graph.layers import OriginalGATConv
 
 
 @pytest.mark.parametrize("concat", [True, False])

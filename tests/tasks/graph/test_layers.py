@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab.graph import GATConv
-from attnlab.tasks.graph.layers import OriginalGATConv
+from attnlab.lab.tasks.graph.layers import OriginalGATConv
 
 N, F, H, C = 10, 6, 3, 4
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.tasks.graph import MODEL_KINDS, GraphModelConfig, build_node_model
-from attnlab.tasks.graph.models import feature_dropout
+from attnlab.lab.tasks.graph import MODEL_KINDS, GraphModelConfig, build_node_model
+from attnlab.lab.tasks.graph.models import feature_dropout
 
 N, F, C = 12, 5, 3
 # Every kind, and GAT with the authors' layer ("gat/original").
@@ -157,7 +157,7 @@ def test_auto_variant_is_gats_own_layer_for_gat_only(kind):
     """The default ``variant=auto``: the authors' layer for ``gat``; every other kind builds,
     with nothing to choose."""
     from attnlab.graph import GATConv
-    from attnlab.tasks.graph.layers import OriginalGATConv
+    from attnlab.lab.tasks.graph.layers import OriginalGATConv
 
     cfg = GraphModelConfig(kind=kind, hidden=4, heads=2, lappe_k=4)
     assert cfg.gat_variant == ("original" if kind == "gat" else "pyg")

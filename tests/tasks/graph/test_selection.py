@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from attnlab.cli import main
-from attnlab.tasks.graph import GraphOptions
-from attnlab.tasks.graph.selection import judge, select_epoch
+from attnlab.lab.cli import main
+from attnlab.lab.tasks.graph import GraphOptions
+from attnlab.lab.tasks.graph.selection import judge, select_epoch
 
 # (dev accuracy, dev loss) per epoch
 HISTORY = [

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.cli import main
-from attnlab.tasks import TASKS
-from attnlab.tasks.graph import GraphModelConfig, GraphOptions, load_graph
-from attnlab.train import RunConfig
+from attnlab.lab.cli import main
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.graph import GraphModelConfig, GraphOptions, load_graph
+from attnlab.lab.train import RunConfig
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TINY = ["--train.epochs=15", "--train.device=cpu", "--train.log_every=0", "--model.hidden=4",
@@ -132,7 +132,7 @@ def test_show_layer_and_head_draw_the_neighbourhood_heatmap(karate, tmp_path, fl
 
 def test_attention_map_rows_are_the_weights_among_the_neighbourhood(karate):
     """Node 0's row holds all its in-edges (its neighbours are all drawn): it sums to one."""
-    from attnlab.commands import load_for_inference
+    from attnlab.lab.commands import load_for_inference
 
     task, model, _ = load_for_inference(str(karate))
     attn = task.attention_map(model, 0)

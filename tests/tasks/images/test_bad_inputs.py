@@ -15,7 +15,7 @@ TINY = ["--train.epochs=1", "--train.batch_size=64", "--train.log_every=0",
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, no_mirror) -> Path:
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     out = tmp_path_factory.mktemp("digits-bad") / "run"
     assert main(["train", "digits", *TINY, f"--out_dir={out}"]) == 0

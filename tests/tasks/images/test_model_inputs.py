@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.tasks.images import DigitsTask, ImageModelConfig
-from attnlab.tasks.images.encoders import (
+from attnlab.lab.tasks.images import DigitsTask, ImageModelConfig
+from attnlab.lab.tasks.images.encoders import (
     CNNConfig,
     HybridConfig,
     PatchesConfig,
     PixelsConfig,
     build_image_encoder,
 )
-from attnlab.tasks.images.model import build_image_model
+from attnlab.lab.tasks.images.model import build_image_model
 
 CONFIGS = {
     "pixels": PixelsConfig(dim=8, depth=1, heads=2),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.tasks.longrange import PositionsTask, RecallTask
+from attnlab.lab.tasks.longrange import PositionsTask, RecallTask
 
 TINY = [
     "--task_options.train=32", "--task_options.dev=8", "--task_options.test=8",
@@ -23,7 +23,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def listops(tmp_path_factory, no_mirror) -> Path:
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     out = tmp_path_factory.mktemp("listops") / "run"
     assert main(["train", "listops", *TINY, f"--out_dir={out}"]) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.cli import main
+from attnlab.lab.cli import main
 
 SMILES = ["C", "CC", "CCC", "CCCC", "CO", "CCO", "CCCO", "CC(C)O", "c1ccccc1", "Cc1ccccc1",
           "Oc1ccccc1", "CC(=O)O", "CC(=O)C", "CN", "CCN", "ClC", "ClCC", "OCCO", "CCOCC", "C=C"]  # fmt: skip
@@ -99,12 +99,12 @@ def test_in_a_terminal_a_warning_is_one_line_naming_the_command(run):
     assert done.stdout.startswith("[He]\t")
     assert done.stderr.splitlines() == [
         "attnlab predict: warning: SMILES '[He]': atom 0 (He): element=He: outside the atom "
-        "vocabulary (attnlab.chem.ATOM_FEATURES), read as 'other'"
+        "vocabulary (attnlab.lab.chem.ATOM_FEATURES), read as 'other'"
     ]
 
 
 def test_explicit_hydrogens_and_charges_in_the_vocabulary_give_no_warning():
-    from attnlab.chem import mol_from_smiles, outside_vocabulary
+    from attnlab.lab.chem import mol_from_smiles, outside_vocabulary
 
     assert outside_vocabulary(mol_from_smiles("CO", explicit_h=True)) == []  # H: UNSPECIFIED
     assert outside_vocabulary(mol_from_smiles("C[N+](C)(C)C")) == []

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attnlab import AttentionConfig
-from attnlab.chem import NUM_ATOM_FEATURES, featurise, mol_from_smiles
-from attnlab.tasks.molecules import (
+from attnlab.lab.chem import NUM_ATOM_FEATURES, featurise, mol_from_smiles
+from attnlab.lab.tasks.molecules import (
     STRUCTURES,
     MoleculeExample,
     MoleculeModel,
@@ -128,7 +128,7 @@ def test_extensive_readout_counts_atoms(extensive, same):
 def test_evaluation_sees_the_weights_of_a_fused_adamw_step():
     # Fused AdamW does not bump parameter versions; an evaluation after a step must still use
     # the new q/kv projections, not the previous evaluation's cached concatenation.
-    from attnlab.train.optim import build_optimizer
+    from attnlab.lab.train.optim import build_optimizer
 
     m, b = model("none"), batch_of(SMILES)
     opt = build_optimizer(m, lr=1e-2, weight_decay=0.0)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rdkit import Chem
 
-from attnlab.tasks.molecules import SolubilityTask
+from attnlab.lab.tasks.molecules import SolubilityTask
 
 SMILES = ["CCCC", "CCO", "c1ccccc1", "Oc1ccccc1", "CC(=O)O", "CCN", "ClCCl", "CCCCCC", "OCCO",
           "CCOC(C)=O", "Cc1ccccc1", "CC(C)C"]  # fmt: skip
@@ -46,7 +46,7 @@ def test_mirror_datasets(data_mirror, monkeypatch):
     task.setup({})
     sizes = {k: len(v) for k, v in task.splits().items()}
     assert sizes == {"train": 1025 - 102, "dev": 102, "test": 257}
-    from attnlab.tasks.molecules import FreeSolvTask
+    from attnlab.lab.tasks.molecules import FreeSolvTask
 
     free = FreeSolvTask()
     free.setup({"split": "scaffold"})

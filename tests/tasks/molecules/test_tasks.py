@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.cli import main
-from attnlab.tasks import TASKS
-from attnlab.tasks.molecules import FreeSolvTask, SolubilityTask
+from attnlab.lab.cli import main
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.molecules import FreeSolvTask, SolubilityTask
 
 PNG = b"\x89PNG\r\n\x1a\n"
 #: 20 small molecules with made-up hydration energies (expt) and a "physics" calc

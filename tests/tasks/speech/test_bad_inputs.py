@@ -20,7 +20,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, no_mirror, data_mirror_or_none) -> Path:
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     if data_mirror_or_none is None:
         pytest.skip("no data mirror (FSDD)")

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from attnlab.cli import main
-from attnlab.data.registry import get_dataset
-from attnlab.tasks import TASKS
-from attnlab.tasks.speech.fsdd import SPEAKERS, FsddOptions, FsddTask
+from attnlab.lab.cli import main
+from attnlab.lab.data.registry import get_dataset
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.speech.fsdd import SPEAKERS, FsddOptions, FsddTask
 
 TINY = [
     "--task_options.limit=24", "--model.dim=16", "--model.encoder.depth=1",

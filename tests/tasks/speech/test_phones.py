@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.cli import main
-from attnlab.speechgen import PHONES, frame_labels, make_phones, num_frames
-from attnlab.tasks import TASKS
-from attnlab.tasks.speech.base import IGNORE
-from attnlab.tasks.speech.model import SpeechModelConfig
-from attnlab.tasks.speech.phones import PhonesOptions, PhonesTask
+from attnlab.lab.cli import main
+from attnlab.lab.speechgen import PHONES, frame_labels, make_phones, num_frames
+from attnlab.lab.tasks import TASKS
+from attnlab.lab.tasks.speech.base import IGNORE
+from attnlab.lab.tasks.speech.model import SpeechModelConfig
+from attnlab.lab.tasks.speech.phones import PhonesOptions, PhonesTask
 
 needs_festival = pytest.mark.skipif(
     shutil.which("festival") is None
@@ -59,7 +59,7 @@ def test_missing_dataset_names_the_command_that_makes_it():
 
 
 def test_without_festival_the_missing_dataset_says_how_to_install_it(monkeypatch):
-    from attnlab.speechgen import festival
+    from attnlab.lab.speechgen import festival
 
     monkeypatch.setattr(festival.shutil, "which", lambda name: None)
     with pytest.raises(FileNotFoundError, match=r"--seed 4; .*apt-get install festival"):

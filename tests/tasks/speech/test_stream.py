@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.models import RNNEncoderConfig, TransformerEncoderConfig
-from attnlab.tasks.speech.base import Utterance
-from attnlab.tasks.speech.fsdd import FsddTask
-from attnlab.tasks.speech.model import FrontendConfig, SpeechModelConfig
-from attnlab.tasks.speech.stream import SpeechStreamer, check_streamable, stream_file
+from attnlab.lab.models import RNNEncoderConfig, TransformerEncoderConfig
+from attnlab.lab.tasks.speech.base import Utterance
+from attnlab.lab.tasks.speech.fsdd import FsddTask
+from attnlab.lab.tasks.speech.model import FrontendConfig, SpeechModelConfig
+from attnlab.lab.tasks.speech.stream import SpeechStreamer, check_streamable, stream_file
 
 
 def _task(subsample="none", positional="rotary", pooling="attention", window=6, normalize="global"):

@@ -17,7 +17,7 @@ from ..conftest import TINY_MODEL, TINY_TRAIN, tagger_options
 
 @pytest.fixture(scope="module")
 def tagger(tmp_path_factory, no_mirror) -> Path:
-    from attnlab.cli import main
+    from attnlab.lab.cli import main
 
     out = tmp_path_factory.mktemp("tagger-bad") / "pos"
     assert main(["train", "pos", *tagger_options(), *TINY_MODEL, *TINY_TRAIN,

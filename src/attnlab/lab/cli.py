@@ -1,0 +1,352 @@
+"""The ``attnlab`` command line.
+
+``attnlab demo | tasks | train | pretrain | eval | predict | show | data | bench``. Each
+subcommand lives in a small function; heavy imports happen inside them so ``attnlab --help``
+is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.which == "speech":
+        from attnlab.lab.demo import run_speech_demo
+
+        return run_speech_demo(out_dir=args.out or "runs/demo-speech", quick=args.quick)
+    from attnlab.lab.demo import run_demo
+
+    return run_demo(out_dir=args.out or "runs/demo", quick=args.quick)
+
+
+def _data(args: argparse.Namespace) -> int:
+    from attnlab.lab.data import fetch, list_datasets
+
+    if args.action == "list":
+        print(_dataset_table(list_datasets()))
+        return 0
+    if args.action == "make":  # generated datasets (only phones so far)
+        from attnlab.lab.speechgen import make_phones
+
+        print(make_phones(args.sentences, seed=args.seed, corpus=args.corpus,
+                          workers=args.workers))  # fmt: skip
+        return 0
+    for name in args.names:
+        for key, path in fetch(name).items():
+            print(f"{name}:{key}\t{path}")
+    return 0
+
+
+def _dataset_table(rows: Sequence) -> str:
+    """``attnlab data list``: an aligned table with a header, then where the files are looked
+    for (the mirror ``$ATTNLAB_DATA`` or the cache ``$ATTNLAB_CACHE``)."""
+    from attnlab.lab.data import CACHE_ENV, DATA_ENV, cache_dir, mirror_dir
+
+    header = ("NAME", "LOCAL", "LICENSE", "DESCRIPTION")
+    table = [header, *((r.name, "yes" if r.available else "no", r.license, r.description)
+                       for r in rows)]  # fmt: skip
+    widths = [max(len(row[c]) for row in table) for c in range(len(header) - 1)]
+    lines = ["  ".join([*(f"{v:<{w}}" for v, w in zip(row, widths)), row[-1]]) for row in table]
+    mirror = mirror_dir()
+    if mirror is not None:
+        where = f"LOCAL: in the mirror {mirror} (${DATA_ENV}; nothing is downloaded)"
+    else:
+        where = (
+            f"LOCAL: in the cache {cache_dir()} (${CACHE_ENV}); `attnlab data fetch NAME` downloads"
+        )
+    return "\n".join([*lines, "", where])
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from attnlab.lab.tasks import TASKS
+
+    for name in TASKS.names():
+        lines = (TASKS.get(name).__doc__ or "").strip().splitlines()
+        print(f"{name:<10} {lines[0] if lines else ''}")
+    return 0
+
+
+def _train(args: argparse.Namespace, rest: list[str]) -> int:
+    from attnlab.lab.commands import train_command
+
+    if args.help or args.task is None:
+        return _train_help(args, rest)
+    from attnlab.lab.train import TrainingInterrupted
+
+    overwrite = ["--train.overwrite=true"] if args.overwrite else []
+    try:
+        return train_command(args.task, [*rest, *overwrite], config=args.config, resume=args.resume)
+    except TrainingInterrupted as err:  # last.pt was saved: say how to continue
+        return _interrupted(err, args, rest)
+    except KeyboardInterrupt:  # before training started: nothing to save
+        print("attnlab train: interrupted before training started", file=sys.stderr)
+        return 130
+
+
+def _interrupted(err: Exception, args: argparse.Namespace, rest: list[str]) -> int:
+    """Print what a signal stopped and the exact command that resumes it (rank 0 only)."""
+    import os
+
+    from attnlab.lab.commands import normalize_overrides
+    from attnlab.lab.train.errors import INTERRUPTED_EXIT_CODE
+    from attnlab.lab.train.interrupt import resume_command
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        config = ["--config", args.config] if args.config else []
+        words = ["train", args.task, *config, *normalize_overrides(rest)]
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        print(f"attnlab train: {err}", file=sys.stderr)
+        print(f"resume with: {resume_command(words, world_size=world)}", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE
+
+
+def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
+    """``attnlab train TASK --help``: every option of TASK, from its config dataclasses."""
+    from attnlab.lab.commands import normalize_overrides
+    from attnlab.lab.train import resolve_config
+    from attnlab.lab.train.describe import describe_options
+
+    print(args.train_parser.format_help())
+    if args.task is None:
+        print("Name a task to list its options: attnlab train TASK --help (see attnlab tasks)")
+        return 0 if args.help else 2
+    overrides = normalize_overrides(rest)
+    cfg = resolve_config(task=args.task, config_file=args.config, overrides=overrides)
+    print(f"Options of `attnlab train {cfg.task}`, set as --NAME=VALUE (defaults: the task's, "
+          "after --config and the options given):\n")  # fmt: skip
+    print(describe_options(cfg), end="")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from attnlab.lab.commands import eval_command
+
+    return eval_command(args.checkpoint, data=args.data, split=args.split, device=args.device)
+
+
+def _average(args: argparse.Namespace) -> int:
+    from attnlab.lab.commands import average_command
+
+    return average_command(args.checkpoint, out=args.out)
+
+
+def _predict(args: argparse.Namespace, rest: list[str]) -> int:
+    from attnlab.lab.commands import predict_command
+
+    return predict_command(args.checkpoint, list(args.texts), as_json=args.json, rest=rest,
+                           stdin=sys.stdin)  # fmt: skip
+
+
+def _show(args: argparse.Namespace, rest: list[str]) -> int:
+    from attnlab.lab.commands import show_command
+
+    return show_command(
+        args.checkpoint,
+        list(args.text),
+        out=args.out,
+        layer=args.layer,
+        head=args.head,
+        rest=rest,
+    )
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from attnlab.lab.bench.cli import bench_command
+
+    return bench_command(args)
+
+
+def _train_arguments(t: argparse.ArgumentParser, **task: Any) -> None:
+    """The arguments of ``train`` (and ``pretrain``); ``task``: those of its TASK argument."""
+    t.add_argument("task", nargs="?", **task)
+    t.add_argument("-h", "--help", action="store_true", help="list every option of TASK")
+    t.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out_dir")
+    t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
+    t.set_defaults(func=_train, takes_rest=True, train_parser=t)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab", description="A command-line lab for self-attention."
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    # -v also after the subcommand (``attnlab train pos -v``); SUPPRESS keeps one given before it
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="debug logging")  # fmt: skip
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(parent: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return parent.add_parser(name, parents=[verbose], **kwargs)
+
+    d = add(sub, "demo", help='train taggers and show how they tag "I saw a saw ."')
+    d.add_argument(
+        "which",
+        nargs="?",
+        choices=("text", "speech"),
+        default="text",
+        help="text: POS taggers (default); speech: spoken digits (FSDD)",
+    )
+    d.add_argument(
+        "--out", default=None, help="where checkpoints and plots go (runs/demo, runs/demo-speech)"
+    )
+    d.add_argument("--quick", action="store_true", help="a tiny budget (smoke test)")
+    d.set_defaults(func=_demo)
+
+    add(sub, "tasks", help="list the tasks").set_defaults(func=_tasks)
+
+    t = add(
+        sub, "train", help="train a model: attnlab train TASK [--a.b=value ...]", add_help=False
+    )
+    _train_arguments(t, help="the task to train (attnlab tasks lists them)")
+    # pretrain is train under another name, for the tasks that pre-train an encoder
+    pt = add(sub, "pretrain", add_help=False, help="pre-train an encoder to fine-tune from "
+             "(--model.init=RUN): attnlab pretrain mlm [--a.b=value ...] = attnlab train mlm")  # fmt: skip
+    _train_arguments(pt, help="what to pre-train: mlm (a masked language model)", choices=["mlm"])
+
+    e = add(sub, "eval", help="evaluate a checkpoint (or several: their ensemble) on its test "
+            "set or on a file")  # fmt: skip
+    e.add_argument("checkpoint", nargs="+", help="a run directory or .pt file; several are "
+                   "evaluated as one ensemble (class probabilities averaged)")  # fmt: skip
+    e.add_argument("--data", help="a file in the task's format (text: CoNLL-U, word/TAG, "
+                   "'word TAG' columns, 'label sentence')")  # fmt: skip
+    e.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    e.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                   help="where to evaluate (default: the run's train.device)")  # fmt: skip
+    e.set_defaults(func=_eval)
+
+    av = add(sub, "average", help="average the weights of several checkpoints of one run "
+             "(e.g. its last epochs) into one, to eval or predict with")  # fmt: skip
+    av.add_argument("checkpoint", nargs="+", help="two or more .pt files or run directories")
+    av.add_argument("--out", required=True, help="the averaged checkpoint (.pt) to write")
+    av.set_defaults(func=_average)
+
+    pr = add(sub, "predict", help="tag or classify texts ('-' reads stdin)")
+    pr.add_argument("checkpoint")
+    pr.add_argument("texts", nargs="*", help="inputs as the task reads them (text: a sentence); "
+                    "tasks add their own flags, e.g. --node 12 (graphs), --beam 5 (seq2seq)")  # fmt: skip
+    pr.add_argument("--json", action="store_true", help="one JSON object per line")
+    pr.set_defaults(func=_predict, takes_rest=True)
+
+    s = add(sub, "show", help="attention heatmaps of a text, every layer and head")
+    s.add_argument("checkpoint")
+    s.add_argument("text", nargs="*", help="one input as the task reads it (text: a sentence); "
+                   "tasks add their own flags, e.g. --node 12")  # fmt: skip
+    s.add_argument("--out", required=True, help="PNG file to write")
+    s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
+    s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
+    s.set_defaults(func=_show, takes_rest=True)
+
+    da = add(sub, "data", help="datasets: list, fetch, make")
+    da_sub = da.add_subparsers(dest="action", required=True)
+    add(da_sub, "list", help="registered datasets and whether they are available")
+    f = add(da_sub, "fetch", help="download (or locate in ATTNLAB_DATA) datasets")
+    f.add_argument("names", nargs="+")
+    mk = add(da_sub, "make", help="generate a dataset into the cache (phones: needs festival)")
+    mk.add_argument("name", choices=["phones"])
+    mk.add_argument("--sentences", type=int, default=1000, help="how many sentences")
+    mk.add_argument("--seed", type=int, default=0, help="picks sentences, rate/pitch, split")
+    mk.add_argument("--corpus", default="conll2000", help="text corpus the sentences come from")
+    mk.add_argument("--workers", type=int, default=2, help="festival processes at once")
+    da.set_defaults(func=_data)
+
+    b = add(sub, "bench", help="benchmarks: attnlab bench attention")
+    b_sub = b.add_subparsers(dest="what", required=True)
+    ba = add(b_sub, "attention", help="speed/memory of exact and efficient attention")
+    ba.add_argument("--kernels", nargs="+", default=None,
+                    help="efficient kernels to compare (default: all registered)")  # fmt: skip
+    ba.add_argument("--lengths", nargs="+", type=int, default=None,
+                    help="sequence lengths (default 512 1024 ... 65536)")  # fmt: skip
+    ba.add_argument("--dim", type=int, default=256)
+    ba.add_argument("--heads", type=int, default=4)
+    ba.add_argument("--batch", type=int, default=1)
+    ba.add_argument("--repeats", type=int, default=3)
+    ba.add_argument("--max-memory-gib", type=float, default=16.0,
+                    help="skip (and say so) what is estimated to need more")  # fmt: skip
+    ba.add_argument("--time-budget", type=float, default=120.0,
+                    help="skip a measurement predicted to take longer (seconds)")  # fmt: skip
+    ba.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    ba.add_argument("--out", default="results/bench_attention", help="CSV, PNG and JSON go here")
+    b.set_defaults(func=_bench)
+    return p
+
+
+#: errors that are the user's to fix (bad option, file, checkpoint, run directory, data): one
+#: line and exit status 2. Anything else is a bug in attnlab and keeps its traceback.
+USER_ERRORS = (ValueError, OSError, NotImplementedError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``attnlab ARGV``; return the exit status.
+
+    A user error (:data:`USER_ERRORS`: :class:`~attnlab.lab.train.RunError`, a bad option or file,
+    an unreadable checkpoint, missing data, ...) prints one line ``attnlab CMD: error: ...`` to
+    stderr and returns 2; Ctrl-C outside training returns 130. Log lines go through tqdm's
+    writer, so they never land on a progress bar's line.
+    """
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(message)s",
+        stream=sys.stderr,
+    )
+    if rest and not getattr(args, "takes_rest", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        with logging_redirect_tqdm(), _warnings_as_lines(args.command):
+            if getattr(args, "takes_rest", False):
+                return args.func(args, rest)
+            return args.func(args)
+    except BrokenPipeError:  # stdout closed early (``attnlab data list | head``): not an error
+        with contextlib.suppress(OSError, ValueError):  # no flush error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
+    except USER_ERRORS as err:
+        print(f"attnlab {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"attnlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """attnlab's own warnings (an input read with unseen characters, a recording upsampled,
+    ...) formatted as one line ``attnlab CMD: warning: ...``, without the warning machinery's
+    file name and source line; other packages' warnings keep Python's format."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    default = warnings.formatwarning
+
+    def formatted(message, category, filename, lineno, line=None):  # noqa: ANN001
+        if not os.path.abspath(filename).startswith(package + os.sep):
+            return default(message, category, filename, lineno, line)
+        return f"attnlab {command}: warning: {_one_line(message)}\n"
+
+    warnings.formatwarning = formatted
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
+
+
+def _one_line(err: BaseException | Warning | str) -> str:
+    """The message of ``err`` on one line; an OS error as ``FILE: reason``."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        text = f"{err.filename}: {err.strerror}"
+    elif isinstance(err, UnicodeDecodeError):
+        text = f"not a UTF-8 text file ({err.reason} at byte {err.start})"
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split("\n"))

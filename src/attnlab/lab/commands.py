@@ -1,0 +1,316 @@
+"""What the CLI's ``train``, ``eval``, ``predict`` and ``show`` subcommands do.
+
+Every command talks to a task only through its interfaces, :class:`~attnlab.lab.tasks.Task`
+(training) and :class:`~attnlab.lab.tasks.TaskCommands` (``parse_input``, ``predict``,
+``format_text`` / ``format_json``, ``draw``, ``read_examples``), so a task of any input kind
+works here unchanged; one without the second trains and evaluates its splits only. The commands sit above
+both the tasks and the trainer: :mod:`attnlab.lab.cli` imports this module, this module imports
+:mod:`attnlab.lab.train` and :mod:`attnlab.lab.tasks`, and neither of those imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+from tqdm import tqdm
+
+from attnlab.lab.tasks import Task, TaskCommands
+from attnlab.lab.train import (
+    RunConfig,
+    Trainer,
+    average_checkpoints,
+    load_ensemble,
+    load_for_inference,
+    resolve_config,
+    save_checkpoint,
+)
+from attnlab.lab.train.distributed import resolve_device
+
+__all__ = [
+    "normalize_overrides",
+    "train_command",
+    "eval_command",
+    "predict_command",
+    "show_command",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def commands_of(task: Task, command: str) -> TaskCommands:
+    """``task`` as the commands' interface, or a ``ValueError`` saying it has none."""
+    if not isinstance(task, TaskCommands):
+        raise ValueError(
+            f"task {task.name or type(task).__name__!r} trains and evaluates its splits only: "
+            f"it does not implement attnlab.lab.tasks.TaskCommands, which {command} needs"
+        )
+    return task
+
+
+def normalize_overrides(args: Sequence[str]) -> list[str]:
+    """``--a.b value`` -> ``--a.b=value``; reject stray words. (``--attention.X`` is resolved
+    by :func:`~attnlab.lab.train.resolve_config`, against the task's model.)"""
+    out: list[str] = []
+    i = 0
+    args = list(args)
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise ValueError(f"expected an option like --train.lr=1e-3, got {arg!r}")
+        if "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            arg = f"{arg}={args[i + 1]}"
+            i += 1
+        out.append(arg)
+        i += 1
+    return out
+
+
+def train_command(task: str, rest: Sequence[str], *, config: str | None, resume: bool) -> int:
+    """``attnlab train TASK [--a.b=value ...]``: train, print the test metrics and the
+    checkpoint's path (rank 0 only under ``torchrun``)."""
+    overrides = normalize_overrides(rest)
+    cfg = resolve_config(task=task, config_file=config, overrides=overrides)
+    if not any(o.startswith("--out_dir") for o in overrides) and cfg.out_dir == "runs/default":
+        cfg.out_dir = f"runs/{cfg.task}"
+    trainer = Trainer(cfg.task, cfg, resume=resume or None)
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    if trainer.env.is_main:
+        summary = result.summary()
+        test = {k: round(v, 4) for k, v in (summary.get("test") or {}).items()}
+        print(f"{cfg.task}: test {json.dumps(test)}")
+        print(f"checkpoint: {Path(cfg.out_dir) / 'best.pt'}")
+    return 0
+
+
+def eval_command(
+    checkpoint: str | Sequence[str], *, data: str | None, split: str, device: str | None = None
+) -> int:
+    """``attnlab eval CKPT [CKPT ...] [--data FILE | --split NAME] [--device D]``: the task's
+    metrics on a file it reads (:meth:`TaskCommands.read_examples`) or on one of its splits, as one
+    JSON line. Several checkpoints are evaluated as their ensemble (class probabilities
+    averaged, :class:`~attnlab.lab.models.Ensemble`; runs of one task with the same vocabularies),
+    with the first run's evaluation settings.
+
+    Evaluates as the run's own evaluation did, so that a split gives the number the run
+    reported: the run's evaluation batch size (``train.eval_batch_size``, else
+    ``train.batch_size``), in file order, under bfloat16 autocast if the run trained with
+    ``train.bf16``. A progress bar (examples, rate, ETA) goes to stderr.
+
+    Args:
+        checkpoint: a ``.pt`` file or a run directory, or several (an ensemble).
+        data: an evaluation file in a format of the task; None: ``split``.
+        split: ``train``, ``dev`` or ``test``.
+        device: ``auto`` / ``cpu`` / ``cuda``; None: the run's ``train.device``.
+    """
+    if data is not None and not Path(data).is_file():
+        raise FileNotFoundError(f"--data: no such file {data}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: CUDA is not available here; use cpu or auto")
+    paths = [checkpoint] if isinstance(checkpoint, str | Path) else list(checkpoint)
+    task, model, cfg = load_ensemble(paths, setup=data is None)
+    target = _eval_device(device, cfg.train.device)
+    model.to(target)
+    if data is not None:
+        examples = commands_of(task, "eval --data").read_examples(data)
+        where = str(data)
+    else:
+        examples = task.splits().get(split) or []
+        where = f"{cfg.task} {split} split"
+    if not examples:
+        raise ValueError(f"{where}: no examples to evaluate")
+    size = cfg.train.eval_batch_size or cfg.train.batch_size
+    precision = "bfloat16 autocast, as the run trained" if cfg.train.bf16 else "float32"
+    logger.info("evaluating on %s: %d examples, batches of %d, %s, device %s",
+                where, len(examples), size, precision, target)  # fmt: skip
+    bar = tqdm(total=len(examples), desc="eval", unit="ex", file=sys.stderr,
+               dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+    with bar, torch.no_grad(), _autocast(cfg, target):
+        metrics = task.evaluate(model, _batches(task, examples, size, target, bar))
+    if len(paths) > 1:
+        where += f" (ensemble of {len(paths)})"
+    print(f"{where}: " + json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
+    return 0
+
+
+def _eval_device(device: str | None, run_device: str) -> torch.device:
+    """``--device`` if given, else the run's ``train.device``
+    (its ``cuda`` falls back to the CPU, with a warning, on a machine without CUDA)."""
+    if device is not None:
+        return resolve_device(device)
+    if run_device == "cuda" and not torch.cuda.is_available():
+        logger.warning("the run trained on CUDA, which is not available here: evaluating on cpu")
+        run_device = "cpu"
+    return resolve_device(run_device)
+
+
+def _batches(
+    task: Task, examples: list, size: int, device: torch.device, bar: tqdm
+) -> Iterator[dict]:
+    """Collated batches of ``size`` examples in order, on ``device``; ``bar`` counts the
+    examples of each batch once the task is done with it."""
+    for s in range(0, len(examples), size):
+        chunk = examples[s : s + size]
+        batch = task.collate(chunk)
+        yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        bar.update(len(chunk))
+
+
+def _autocast(cfg: RunConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    """The run's precision: bfloat16 autocast if it trained with ``train.bf16`` (as the
+    trainer's own evaluation does), else a no-op."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
+
+
+class _TaskFlags(argparse.ArgumentParser):
+    """The parser of a task's own ``predict`` / ``show`` flags: errors raise, naming the task."""
+
+    def error(self, message: str) -> Any:  # argparse would print usage and exit
+        raise ValueError(f"{self.prog}: {message}")
+
+
+def task_flags(
+    task: TaskCommands, command: str, texts: Sequence[str], rest: Sequence[str] = ()
+) -> tuple[list[str], dict[str, Any]]:
+    """Split a command line's inputs from the task's own flags
+    (:meth:`TaskCommands.add_arguments`).
+
+    ``texts`` are the positional inputs the CLI saw (inputs for sure, even ``-1,2`` after a
+    ``--``) and ``rest`` what it did not recognise: the task's flags, and any inputs that
+    followed the first flag (parsed intermixed), so ``--beam 5 hello`` and ``hello --beam 5``
+    mean the same. The inputs keep their command-line order.
+
+    Returns:
+        ``(inputs, options)``: the positional inputs in order, and the task's flags by ``dest``.
+
+    Raises:
+        ValueError: a flag the task does not declare, or a bad value for one.
+    """
+    parser = _TaskFlags(prog=f"attnlab {command} (task {task.name or type(task).__name__})",
+                        add_help=False, allow_abbrev=False)  # fmt: skip
+    parser.add_argument("inputs", nargs="*")
+    task.add_arguments(parser, command)
+    options = vars(parser.parse_intermixed_args(list(rest)))
+    return [*texts, *options.pop("inputs")], options
+
+
+def read_stdin_inputs(texts: Sequence[str], stdin: TextIO | None) -> list[str]:
+    """``texts``, or the lines of ``stdin`` when ``texts`` is the single input ``-``.
+
+    Raises:
+        ValueError: ``-`` among other inputs (it would be read as a literal input), or no
+            input lines on stdin.
+    """
+    texts = list(texts)
+    if "-" not in texts:
+        return texts
+    if len(texts) > 1:
+        raise ValueError(
+            f"inputs: '-' reads every input from stdin, so it must be the only input; got "
+            f"{len(texts)} inputs ({' '.join(texts)})"
+        )
+    lines = [line.rstrip("\n") for line in (stdin or sys.stdin) if line.strip()]
+    if not lines:
+        raise ValueError("no inputs on stdin ('-'): expected one input per line, got none")
+    return lines
+
+
+def average_command(checkpoints: Sequence[str], *, out: str) -> int:
+    """``attnlab average CKPT CKPT ... --out FILE``: write the checkpoint whose weights are the
+    mean of the given snapshots' (:func:`~attnlab.lab.train.average_checkpoints`), for ``eval``,
+    ``predict`` and ``show``; prints the file and the steps averaged."""
+    target = Path(out)
+    if target.name in ("last.pt", "best.pt"):
+        raise ValueError(
+            f"--out: {out} would pass for a run's own checkpoint (resume reads last.pt, test "
+            "and eval read best.pt); name it otherwise, e.g. avg.pt"
+        )
+    averaged = average_checkpoints(checkpoints)
+    save_checkpoint(target, averaged)
+    steps = ", ".join(str(m["step"]) for m in averaged["averaged"])
+    print(f"{target}: the mean of {len(checkpoints)} checkpoints (steps {steps})")
+    return 0
+
+
+def predict_command(
+    checkpoint: str,
+    texts: Sequence[str],
+    *,
+    as_json: bool,
+    rest: Sequence[str] = (),
+    stdin: TextIO | None = None,
+) -> int:
+    """``attnlab predict CKPT INPUT ... [--json] [TASK FLAGS]``: one line per input, as the task
+    renders its prediction (:meth:`TaskCommands.format_text` or :meth:`TaskCommands.format_json`), computed in
+    the run's precision (bfloat16 autocast if it trained with it, as ``eval`` does).
+
+    ``rest``: the task's own flags (:meth:`TaskCommands.add_arguments`, e.g. ``--node 12``), passed to
+    :meth:`TaskCommands.command_inputs` and :meth:`TaskCommands.predict`. No inputs at all is the task's error
+    (:meth:`TaskCommands.command_inputs` names what it reads: sentences, or a graph's ``--node``).
+    An input ``-`` alone reads the inputs from ``stdin``, one per non-blank line, wherever it
+    stands among the flags (``--json -`` and ``- --json`` mean the same)."""
+    task, model, cfg = load_for_inference(checkpoint)
+    task = commands_of(task, "predict")
+    texts, options = task_flags(task, "predict", texts, rest)
+    texts = read_stdin_inputs(texts, stdin)
+    inputs = task.command_inputs(texts, options)
+    with _autocast(cfg, torch.device("cpu")):
+        records = task.predict(model, inputs, **options)
+    for record in records:
+        print(task.format_json(record) if as_json else task.format_text(record))
+    return 0
+
+
+def show_command(
+    checkpoint: str,
+    text: str | Sequence[str],
+    *,
+    out: str,
+    layer: int | None = None,
+    head: int | None = None,
+    rest: Sequence[str] = (),
+) -> int:
+    """``attnlab show CKPT INPUT --out FILE.png [--layer L] [--head H] [TASK FLAGS]``: the
+    task's picture of the model's attention on one input (:meth:`TaskCommands.draw`); prints the path
+    written.
+
+    With ``layer`` and/or ``head`` (1-based, as the panels are titled), only that layer's
+    and/or head's heatmaps of :meth:`TaskCommands.attention_map` are drawn
+    (:func:`attnlab.lab.viz.plot_attention`), larger. ``rest``: the task's own flags
+    (:meth:`TaskCommands.add_arguments`, e.g. ``--node 12``), passed to :meth:`TaskCommands.command_inputs`
+    and :meth:`TaskCommands.draw`. ``text``: the input's words as the command line gave them, joined
+    into one text with single spaces (a sentence typed unquoted); one argument is kept exactly
+    as given (a quoted sentence, or a file name with spaces).
+    """
+    from attnlab.lab.viz import plot_attention
+
+    task, model, cfg = load_for_inference(checkpoint)
+    task = commands_of(task, "show")
+    words = [text] if isinstance(text, str) else list(text)
+    words, options = task_flags(task, "show", [w for w in words if w.strip()], rest)
+    text = words[0] if len(words) == 1 else " ".join(words)
+    inputs = task.command_inputs([text] if text else [], options)
+    if len(inputs) != 1:
+        raise ValueError(f"show draws one input at a time; got {len(inputs)}")
+    x = inputs[0]
+    shown = text or " ".join(f"{k}={v}" for k, v in options.items() if v not in (None, False))
+    title = f"{cfg.task}: {shown}"
+    with _autocast(cfg, torch.device("cpu")):
+        if layer is None and head is None:
+            path = task.draw(model, x, out, title=title, **options)
+        else:
+            attn = task.attention_map(model, x)
+            path = plot_attention(attn.weights, attn.keys, out, title=title,
+                                  query_tokens=attn.queries, layer=layer, head=head)  # fmt: skip
+    print(path)
+    return 0

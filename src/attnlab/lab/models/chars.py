@@ -1,0 +1,64 @@
+r"""Character-level word features: a 1-D CNN over each word's characters, max-pooled.
+
+A word that was never seen in training maps to ``<unk>``, and all unknown words would share one
+vector. Its characters still tell a lot: ``-ing``, ``-ly``, ``-ed``, a capital first letter.
+Following Ma & Hovy (2016) and Santos & Zadrozny (2014),
+
+.. math::
+    f(w) = \max_{t} \mathrm{ReLU}\big(W * [e(c_{t-r}); \dots; e(c_{t+r})] + b\big),
+
+a convolution of width :math:`2r+1` over the character embeddings, max-pooled over the word's
+characters (padding excluded), gives every word, seen or not, a vector of its own.
+
+Legend: ``b`` batch, ``n`` words, ``c`` characters per word, ``e`` char embedding width,
+``f`` filters.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.lab.models.vocab import PAD_ID
+
+__all__ = ["CharCNN"]
+
+
+class CharCNN(nn.Module):
+    """Per-word features from characters: embedding, convolution, max-pool over characters.
+
+    Args:
+        char_vocab_size: number of character ids (``0`` is padding).
+        char_dim: character embedding width.
+        channels: number of filters, the output width.
+        kernel: convolution width in characters (odd).
+
+    Shapes:
+        - chars: ``(b, n, c)`` long, ``0`` = padding
+        - output: ``(b, n, channels)``; all-padding words (padded positions) give zeros
+    """
+
+    def __init__(
+        self, char_vocab_size: int, *, char_dim: int = 32, channels: int = 64, kernel: int = 3
+    ) -> None:
+        super().__init__()
+        if kernel < 1 or kernel % 2 == 0:
+            raise ValueError(f"kernel must be odd and >= 1 (centred windows), got {kernel}")
+        self.out_dim = channels
+        self.embed = nn.Embedding(char_vocab_size, char_dim, padding_idx=PAD_ID)
+        self.conv = nn.Conv1d(char_dim, channels, kernel, padding=kernel // 2)
+
+    def forward(self, chars: Tensor) -> Tensor:
+        if chars.dim() != 3:
+            raise ValueError(f"chars: expected shape (batch, seq, chars), got {tuple(chars.shape)}")
+        b, n, c = chars.shape
+        flat = chars.reshape(b * n, c)  # (b*n, c)
+        e = self.embed(flat).transpose(1, 2)  # (b*n, e, c)
+        h = F.relu(self.conv(e))  # (b*n, f, c)
+        valid = (flat != PAD_ID).unsqueeze(1)  # (b*n, 1, c)
+        # The max ignores padded character slots, so a word's vector does not depend on the
+        # longest word of its batch; a word without characters gets zeros.
+        h = h.masked_fill(~valid, float("-inf")).amax(dim=2)  # (b*n, f)
+        h = torch.where(valid.any(dim=2), h, torch.zeros_like(h))
+        return h.view(b, n, -1)  # (b, n, f)

@@ -1,0 +1,191 @@
+r"""Sequence encoders: ``(x (b, n, dim), lengths (b,)) -> EncodedSequence(hidden, weights)``.
+
+All encoders share one interface, so a task (tagging, classification, later seq2seq) and the
+trainer never depend on which one runs:
+
+* ``forward(x, lengths, *, need_weights=False) -> EncodedSequence``;
+* ``hidden`` is ``(b, n, out_dim)`` and **zero at padded positions** (``t >= lengths[b]``);
+* nothing at a valid position depends on what lies at padded positions;
+* ``weights`` is the list of per-layer attention weights ``(b, h, i, j)`` when
+  ``need_weights`` and the encoder attends, else None;
+* attributes ``dim`` (input width) and ``out_dim`` (output width).
+
+Registered (:data:`ENCODERS`): ``"transformer"`` (here) and the lecture's baselines ``"fc"``
+(fully connected over a context of ``k`` vectors), ``"cnn"``, ``"rnn"``
+(:mod:`attnlab.lab.models.baselines`).
+
+Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from attnlab import masks
+from attnlab.attention_config import AttentionConfig
+from attnlab.blocks import TransformerEncoder, TrunkConfig
+from attnlab.positional import make_positional
+from attnlab.registry import Registry
+
+__all__ = [
+    "ENCODERS",
+    "EncodedSequence",
+    "SequenceEncoder",
+    "TransformerSequenceEncoder",
+    "valid_positions",
+]
+
+ENCODERS: Registry = Registry("encoder")
+
+
+class EncodedSequence(NamedTuple):
+    hidden: Tensor  # (b, n, out_dim), zeros at padded positions
+    weights: list[Tensor] | None  # per layer (b, h, i, j), when need_weights and attention
+
+
+def valid_positions(lengths: Tensor, n: int) -> Tensor:
+    """``(b, n)`` boolean, True at ``t < lengths[b]``."""
+    return torch.arange(n, device=lengths.device) < lengths.unsqueeze(-1)  # (b, n)
+
+
+class SequenceEncoder(nn.Module):
+    """Base class: holds ``dim`` / ``out_dim`` and checks the inputs.
+
+    Subclasses implement :meth:`encode` on checked inputs; :meth:`forward` zeroes the padded
+    positions of its result.
+    """
+
+    dim: int
+    out_dim: int
+
+    def forward(self, x: Tensor, lengths: Tensor, *, need_weights: bool = False) -> EncodedSequence:
+        """Encode ``x`` ``(b, n, dim)``, whose sequence ``b`` has ``lengths[b]`` valid positions.
+
+        Args:
+            x: ``(b, n, dim)`` input vectors.
+            lengths: ``(b,)`` long, ``0 <= lengths <= n``.
+            need_weights: also return per-layer attention weights (attention encoders only;
+                others return None).
+        """
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x: expected shape (batch, seq, {self.dim}), got {tuple(x.shape)}")
+        if lengths.shape != x.shape[:1] or lengths.dtype.is_floating_point:
+            raise ValueError(
+                f"lengths: expected an integer tensor of shape ({x.shape[0]},), got "
+                f"{lengths.dtype} {tuple(lengths.shape)}"
+            )
+        lengths = lengths.to(device=x.device, dtype=torch.long)
+        valid = valid_positions(lengths, x.shape[1]).unsqueeze(-1)  # (b, n, 1)
+        hidden, weights = self.encode(x * valid, lengths, need_weights=need_weights)
+        return EncodedSequence(hidden * valid, weights)
+
+    def encode(
+        self, x: Tensor, lengths: Tensor, *, need_weights: bool
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """``x`` ``(b, n, dim)`` with zeros at padded positions -> ``(hidden, weights)``."""
+        raise NotImplementedError
+
+
+@ENCODERS.register("transformer")
+class TransformerSequenceEncoder(SequenceEncoder):
+    r"""A stack of Transformer blocks over the valid positions of each sequence.
+
+    Wraps :class:`attnlab.blocks.TransformerEncoder`; the attention mask is
+    ``masks.padding(lengths)`` (keys beyond a sequence's length are never attended to), and
+    with ``window`` also ``masks.local(window)`` (restricted self-attention: position ``i`` sees
+    ``|i - j| <= window``), and with ``causal`` also ``masks.causal()`` (position ``i`` sees
+    ``j <= i`` only: a decoder-only reader, whose prefix averages count what came before).
+
+    Args:
+        dim: model width (input and output).
+        depth: number of blocks.
+        heads: attention heads; must divide ``dim``.
+        ff_hidden: feed-forward hidden width (default ``4 * dim``).
+        dropout: dropout in the blocks during training.
+        norm_first: pre-norm (True) or post-norm (False) blocks.
+        positional: a positional encoding name (:data:`attnlab.positional.POSITIONAL`) or a
+            :class:`~attnlab.positional.base.PositionalEncoding`; None = no position
+            information (the encoder is then permutation-equivariant).
+        max_len: longest sequence, for encodings that need it (e.g. ``"learned"``).
+        positional_options: options of the encoding built by name, passed to
+            :func:`~attnlab.positional.make_positional` (e.g. ``{"interleaved": True,
+            "fraction": 0.5}`` for a GPT-J style :class:`~attnlab.positional.Rotary`, or
+            ``{"base": 500000}``); unknown options raise, listing the valid ones.
+        window: local attention radius, or None for full attention.
+        causal: each position attends to itself and earlier positions only.
+        attention: the attention maths
+            (:class:`~attnlab.attention_config.AttentionConfig`: score, normalisation, backend,
+            kernel and its options; default exact scaled-dot softmax).
+        attention_dropout: dropout on the attention weights (default ``dropout``; exact
+            attention only).
+
+    The blocks are built from these settings as a :class:`~attnlab.blocks.TrunkConfig`
+    (:meth:`~attnlab.blocks.TransformerEncoder.from_config`), as every model of the lab builds
+    its blocks.
+
+    Shapes:
+        - x: ``(b, n, dim)``; lengths: ``(b,)``
+        - hidden: ``(b, n, dim)``; weights: ``depth`` x ``(b, heads, n, n)``
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        depth: int = 2,
+        heads: int = 4,
+        ff_hidden: int | None = None,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        positional: str | nn.Module | None = "rotary",
+        max_len: int | None = None,
+        positional_options: Mapping[str, Any] | None = None,
+        window: int | None = None,
+        causal: bool = False,
+        attention: AttentionConfig | None = None,
+        attention_dropout: float | None = None,
+    ) -> None:
+        super().__init__()
+        trunk = TrunkConfig(depth=depth, heads=heads, ff_hidden=ff_hidden, dropout=dropout,
+                            attention_dropout=attention_dropout, norm_first=norm_first,
+                            attention=attention or AttentionConfig())  # fmt: skip
+        if window is not None and (not isinstance(window, int) or window < 0):
+            raise ValueError(f"window must be None or an int >= 0, got {window!r}")
+        if max_len is not None and not isinstance(positional, str):
+            raise ValueError("max_len sizes a positional encoding built by name; pass its name")
+        if positional_options and not isinstance(positional, str):
+            raise ValueError(
+                f"positional_options {dict(positional_options)} configure a positional encoding "
+                f"built by name; got positional={positional!r}. Pass its name (e.g. "
+                "positional='rotary'), or set the options on the module you pass"
+            )
+        self.dim = self.out_dim = dim
+        self.window = window
+        self.causal = bool(causal)
+        if isinstance(positional, str):
+            positional = make_positional(
+                positional, dim=dim, heads=heads, max_len=max_len, **(positional_options or {})
+            )
+        self.encoder = TransformerEncoder.from_config(dim, trunk, positional=positional)
+
+    def encode(
+        self, x: Tensor, lengths: Tensor, *, need_weights: bool
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        mask = masks.padding(lengths)
+        if (structure := self.attention_mask()) is not None:
+            mask = mask & structure
+        out = self.encoder(x, mask=mask, need_weights=need_weights)
+        return out.out, (list(out.weights) if need_weights else None)
+
+    def attention_mask(self) -> masks.Mask | None:
+        """The window and causal structure of the attention, without padding (None: full)."""
+        if self.window is not None:
+            return masks.local(self.window, causal=self.causal)
+        return masks.causal() if self.causal else None
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, window={self.window}, causal={self.causal}"

@@ -1,0 +1,162 @@
+"""Part-of-speech tagging (N -> N): the ``pos`` task and its options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.lab.data import TAGGING_CORPORA, load_tagging
+from attnlab.lab.data.readers import read_tagging_file
+from attnlab.lab.tasks.base import IGNORE_INDEX
+from attnlab.lab.tasks.text.base import TextTask, options_as, read_split_files
+
+__all__ = ["PosTask", "TaggingOptions"]
+
+IGNORE = IGNORE_INDEX  # label of padded positions
+
+
+@dataclass
+class TaggingOptions:
+    """Options of the ``pos`` task.
+
+    Args:
+        corpus: ``brown`` (default), ``ud-ewt``, ``ud-atis``, ``conll2000``, or ``files``: the
+            local files below.
+        tagset: ``auto`` (Brown: the 12 universal tags; UD: UPOS; CoNLL-2000: Penn tags),
+            ``universal`` or ``native``; local files keep their tags as written.
+        min_count: words seen fewer times in train become ``<unk>``.
+        max_train_sentences: use only the first N train sentences (0: all).
+        train_file: with ``corpus="files"``: the training sentences (CoNLL-U, ``word/TAG`` or
+            ``word TAG`` columns; see :func:`~attnlab.lab.data.readers.read_tagging_file`).
+        dev_file: with ``corpus="files"``: the dev sentences (none: no dev split).
+        test_file: with ``corpus="files"``: the test sentences (none: no test split).
+    """
+
+    corpus: str = "brown"
+    tagset: str = "auto"
+    min_count: int = 1
+    max_train_sentences: int = 0
+    train_file: str = ""
+    dev_file: str = ""
+    test_file: str = ""
+
+
+class PosTask(TextTask):
+    """Part-of-speech tagging: one tag per word (N -> N), token accuracy."""
+
+    name = "pos"
+    unit = "tok"
+    output = "token"
+
+    @classmethod
+    def default_options(cls) -> TaggingOptions:
+        return TaggingOptions()
+
+    def setup(self, options: TaggingOptions) -> None:
+        opts = options_as(TaggingOptions, options)
+        if opts.corpus == "files":
+            if not opts.train_file:
+                raise ValueError(
+                    "task_options.corpus='files' needs task_options.train_file (and optionally "
+                    "dev_file, test_file)"
+                )
+            splits = read_split_files(opts.train_file, opts.dev_file, opts.test_file,
+                                      read_tagging_file)  # fmt: skip
+            tags = sorted({t for split in splits.values() for _, ts in split for t in ts})
+        else:
+            if opts.train_file or opts.dev_file or opts.test_file:
+                raise ValueError(
+                    f"task_options.train_file/dev_file/test_file are read only with "
+                    f"task_options.corpus='files', got corpus={opts.corpus!r}"
+                )
+            if opts.corpus not in TAGGING_CORPORA:
+                raise ValueError(
+                    f"task_options.corpus must be one of {(*TAGGING_CORPORA, 'files')}, got "
+                    f"{opts.corpus!r}"
+                )
+            tagset = opts.tagset
+            if tagset == "auto":
+                tagset = "native" if opts.corpus == "conll2000" else "universal"
+            corpus = load_tagging(opts.corpus, tagset)
+            splits = {"train": list(corpus.train), "dev": list(corpus.dev),
+                      "test": list(corpus.test)}  # fmt: skip
+            tags = corpus.tags()
+        if opts.max_train_sentences:
+            splits["train"] = splits["train"][: opts.max_train_sentences]
+        self._splits = splits
+        self._build_vocab([s for s, _ in splits["train"]], opts.min_count)
+        if not self.labels:
+            self.labels = tags
+
+    def batch_size_of(self, example) -> int:
+        return len(example[0])
+
+    def collate(self, examples: list) -> dict[str, Tensor]:
+        batch = self.encode([tokens for tokens, _ in examples])
+        index = {t: i for i, t in enumerate(self.labels)}
+        labels = torch.full(batch["tokens"].shape, IGNORE, dtype=torch.long)  # (b, n)
+        for i, (_, tags) in enumerate(examples):
+            labels[i, : len(tags)] = torch.tensor([index[t] for t in tags], dtype=torch.long)
+        batch["labels"] = labels
+        return batch
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        logits = model(batch)  # (b, n, L)
+        labels = batch["labels"]
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="sum",
+                               ignore_index=IGNORE)  # fmt: skip
+        return loss, (labels != IGNORE).sum()
+
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, float]:
+        correct = total = oov_correct = oov_total = 0
+        loss = 0.0
+        for batch in batches:
+            logits = model(batch)
+            labels = batch["labels"]
+            valid = labels != IGNORE
+            loss += F.cross_entropy(logits[valid].float(), labels[valid], reduction="sum").item()
+            hit = (logits.argmax(-1) == labels) & valid
+            oov = (batch["tokens"] == 1) & valid  # <unk> id: words unseen in training
+            correct += int(hit.sum())
+            total += int(valid.sum())
+            oov_correct += int((hit & oov).sum())
+            oov_total += int(oov.sum())
+        return {
+            "accuracy": correct / max(total, 1),
+            "oov_accuracy": oov_correct / max(oov_total, 1),
+            "oov_rate": oov_total / max(total, 1),
+            "loss": loss / max(total, 1),
+            "tokens": float(total),
+        }
+
+    def read_examples(self, path: str | Path) -> list:
+        """Tagged sentences of a CoNLL-U, ``word/TAG`` or ``word TAG`` columns file (see
+        :func:`~attnlab.lab.data.readers.read_tagging_file`), checked against the model's tags.
+
+        Raises:
+            ValueError: not a tagging file; a tag the model does not know.
+        """
+        examples = read_tagging_file(path)
+        known = set(self.labels)
+        unknown = sorted({t for _, tags in examples for t in tags if t not in known})
+        if unknown:
+            raise ValueError(
+                f"{path}: tags {unknown[:10]} are not in the model's tag set {self.labels}"
+            )
+        return examples
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, sentences: Sequence[Sequence[str]]) -> list[dict]:
+        """Tag whitespace-tokenised sentences: ``[{"tokens": [...], "tags": [...]}, ...]``."""
+        model.eval()
+        batch = self.encode(sentences)
+        ids = model(batch).argmax(-1)  # (b, n)
+        return [
+            {"tokens": list(s), "tags": [self.labels[int(t)] for t in ids[i, : len(s)]]}
+            for i, s in enumerate(sentences)
+        ]
