@@ -32,6 +32,17 @@ tried on this project's needs; none keeps today's behaviour:
   files and ``RunConfig.from_dict`` share. Old spellings (``--attention.kernel``, flat
   ``encoder.kernel`` in old ``config.json`` files) need the same hooks in any case.
 
+Re-tried after the one-trunk redesign (issue 33), with the model section typed concretely
+(the task is known from the command line before parsing, so ``RunConfig`` can be given the
+task's own ``ModelConfig``): tyro 1.0.17 parses ``--model.encoder.heads=8`` and names near
+misses, but still refuses ``--model.encoder.attention.kernel_options.features=16`` (a
+``dict[str, Any]`` is not parsed at all) and cannot switch ``--model.encoder.kind=cnn`` (the
+field's type is fixed, so the config's own check fails); jsonargparse 4.53.0 cannot even take
+the task's defaults (``No action for key "run.model.encoder.heads"``: the field is typed by
+the base ``EncoderConfig``). Both shapes are the lab's on purpose (any kernel's options, any
+encoder kind on one path), so a library would add typed per-kernel configs and subcommands
+rather than delete code.
+
 Keeping these ~600 lines (this module, ``merge.py`` and ``describe.py``) costs less than bending
 one of them to these cases.
 """
