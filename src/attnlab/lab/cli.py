@@ -164,6 +164,12 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_command(args)
 
 
+def _bench_train(args: argparse.Namespace, rest: list[str]) -> int:
+    from attnlab.lab.bench.cli import bench_train_command
+
+    return bench_train_command(args, rest)
+
+
 def _train_arguments(t: argparse.ArgumentParser, **task: Any) -> None:
     """The arguments of ``train`` (and ``pretrain``); ``task``: those of its TASK argument."""
     t.add_argument("task", nargs="?", **task)
@@ -259,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument("--workers", type=int, default=2, help="festival processes at once")
     da.set_defaults(func=_data)
 
-    b = add(sub, "bench", help="benchmarks: attnlab bench attention")
+    b = add(sub, "bench", help="benchmarks: attnlab bench attention | train")
     b_sub = b.add_subparsers(dest="what", required=True)
     ba = add(b_sub, "attention", help="speed/memory of exact and efficient attention")
     ba.add_argument("--kernels", nargs="+", default=None,
@@ -276,7 +282,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="skip a measurement predicted to take longer (seconds)")  # fmt: skip
     ba.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
     ba.add_argument("--out", default="results/bench_attention", help="CSV, PNG and JSON go here")
-    b.set_defaults(func=_bench)
+    ba.set_defaults(func=_bench)
+    bt = add(b_sub, "train", help="training speed of a task: eager, bf16, compile, side by side")
+    bt.add_argument("task", help="a task (attnlab tasks); then its options, --a.b=value ...")
+    bt.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
+    bt.add_argument("--variants", default="eager,bf16,compile,compile+bf16",
+                    help="comma-separated: eager, bf16, compile, compile+bf16")  # fmt: skip
+    bt.add_argument("--steps", type=int, default=20, help="measured steps per variant")
+    bt.add_argument("--warmup", type=int, default=3, help="steps per variant before measuring")
+    bt.add_argument("--rounds", type=int, default=4, help="turns the measured steps are split into")
+    bt.add_argument("--profile-steps", type=int, default=5, help="profiled steps (0: none)")
+    bt.add_argument("--out", default=None, help="write the figures as JSON here")
+    bt.set_defaults(func=_bench_train, takes_rest=True)
     return p
 
 

@@ -1,4 +1,6 @@
-"""``attnlab bench attention``: run :func:`~attnlab.lab.bench.attention.bench_attention` and print
+"""``attnlab bench train``: :func:`~attnlab.lab.bench.train.bench_train` as a table and JSON.
+
+``attnlab bench attention``: run :func:`~attnlab.lab.bench.attention.bench_attention` and print
 the Long Range Arena-style summary (Tay et al. 2021, Table 2): speed relative to exact
 attention at 1K-4K tokens, peak memory, the 16K speed-ups, the scaling exponent, the
 approximation errors and the recurrent linear step."""
@@ -105,4 +107,24 @@ def bench_command(args: argparse.Namespace) -> int:
     (out / "summary.json").write_text(json.dumps(
         {"summary": summary, "errors": errors, "recurrent_linear": rec}, indent=2, default=str))  # fmt: skip
     print(f"\nwrote {out}/attention_bench.csv, attention_bench.png, summary.json")
+    return 0
+
+
+def bench_train_command(args: argparse.Namespace, rest: list[str]) -> int:
+    """``attnlab bench train TASK [--variants ...] [--steps N] [--a.b=value ...]``."""
+    from attnlab.lab.bench.train import bench_train, print_train_table
+    from attnlab.lab.commands import normalize_overrides
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    result = bench_train(
+        args.task, normalize_overrides(rest), variants=variants, steps=args.steps,
+        warmup=args.warmup, rounds=args.rounds, profile_steps=args.profile_steps,
+        config_file=args.config,
+    )  # fmt: skip
+    print_train_table(result)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(f"wrote {out}")
     return 0

@@ -42,6 +42,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tqdm import tqdm
@@ -80,9 +81,19 @@ from attnlab.lab.train.schedule import build_scheduler
 from attnlab.lab.train.state import TrainState
 from attnlab.lab.train.step import apply_update, backward_micros, record_step, scale_gradients
 
-__all__ = ["Trainer", "TrainResult"]
+__all__ = ["Trainer", "TrainResult", "StepResult"]
 
 logger = logging.getLogger(__name__)
+
+
+class StepResult(NamedTuple):
+    """One optimizer step: the global batch's summed loss and units, whether the step was
+    applied (finite loss and gradient), and its seconds."""
+
+    loss_sum: float
+    units: float
+    finite: bool
+    seconds: float
 
 
 class Trainer:
@@ -302,7 +313,19 @@ class Trainer:
         )
 
     def _step(self, micros: list[Micro], bar: tqdm) -> None:
-        """One optimizer step over this rank's micro-batches (see the module docstring)."""
+        """:meth:`train_step`, then the progress bar and the log."""
+        step = self.train_step(micros)
+        self._log_time += step.seconds
+        if step.finite:
+            self._log_loss += step.loss_sum
+            self._log_units += step.units
+        bar.update(1)
+        if self.cfg.train.log_every and self.state.step % self.cfg.train.log_every == 0:
+            self._log_progress(bar)
+
+    def train_step(self, micros: list[Micro]) -> StepResult:
+        """One optimizer step over this rank's micro-batches (see the module docstring),
+        counted in :attr:`state`; what ``attnlab bench train`` times."""
         tc, s = self.cfg.train, self.state
         t0 = time.perf_counter()
         loss, units = backward_micros(
@@ -327,13 +350,7 @@ class Trainer:
 
         dt = time.perf_counter() - t0
         record_step(s, seconds=dt, loss_sum=loss_total, units=units_total, finite=finite)
-        self._log_time += dt
-        if finite:
-            self._log_loss += loss_total
-            self._log_units += units_total
-        bar.update(1)
-        if tc.log_every and s.step % tc.log_every == 0:
-            self._log_progress(bar)
+        return StepResult(loss_total, units_total, finite, dt)
 
     def _log_progress(self, bar: tqdm) -> None:
         s = self.state

@@ -1,0 +1,408 @@
+"""``attnlab bench train TASK``: how fast a task trains, and where a step's time goes.
+
+The variants (``eager``, ``bf16``, ``compile``, ``compile+bf16``) each get a
+:class:`~attnlab.lab.train.Trainer` of the task with the options given, in one process. After
+their warm-up steps they take turns, a few steps each per round, on the same real batches (the
+trainer's own seeded epoch order), so that a busy machine slows all of them alike and the ratios
+stay meaningful. Per variant:
+
+* **speed**: examples/s and units/s (the task's unit: tokens, frames, nodes, ...), from the median
+  step time (the optimizer step included) and the median time to collate the step's batch;
+* **FLOP/s**: the floating-point operations of a training step (forward and backward), counted by
+  :class:`torch.utils.flop_counter.FlopCounterMode` on the first measured batches (matrix
+  products, convolutions and attention; elementwise work is not counted), per unit, times the
+  units/s; and its share of this run's own matmul peak for the variant's dtype (a 2048^3
+  product, measured in the same process);
+* **memory**: the process's peak resident set while the variant ran (``VmHWM``, reset before
+  each of its turns where the kernel allows);
+* **compile time**: the warm-up steps' time beyond that many steady steps;
+* **profile**: a step's time by category (matmul, convolution, attention, dropout/RNG,
+  normalisation, elementwise, copy/index, optimizer, other ops, and what no operator accounts
+  for: Python and framework overhead), from :mod:`torch.profiler` over a few more steps; the
+  batch's collation is its own category.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import platform
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from attnlab.lab.bench.measure import _quiet_stderr, time_call
+from attnlab.lab.train import Trainer
+from attnlab.lab.train.config import RunConfig, resolve_config
+from attnlab.lab.train.precision import cpu_flags, cpu_model
+
+__all__ = ["VARIANTS", "CATEGORIES", "bench_train", "categorize", "matmul_peak"]
+
+#: variant name -> the train options it sets
+VARIANTS: dict[str, dict[str, Any]] = {
+    "eager": {"bf16": False, "compile": False},
+    "bf16": {"bf16": True, "compile": False},
+    "compile": {"bf16": False, "compile": True},
+    "compile+bf16": {"bf16": True, "compile": True},
+}
+
+#: profile categories, in the order they are reported; each is a pattern on the operator's name
+#: (the first that matches wins; ``python`` and ``data`` are not operators)
+CATEGORIES: list[tuple[str, re.Pattern]] = [
+    ("optimizer", re.compile(r"adam|_foreach_|Optimizer\.|clip_grad|zero_grad")),
+    (
+        "attention",
+        re.compile(r"scaled_dot_product|flash_attention|_softmax|softmax|flex_attention"),
+    ),
+    (
+        "matmul",
+        re.compile(
+            r"aten::(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|addmv|mv|dot)$|mkldnn_.*(mm|linear)"
+        ),
+    ),
+    ("convolution", re.compile(r"conv|mkldnn_convolution")),
+    ("dropout/RNG", re.compile(r"bernoulli|dropout|aten::rand|uniform_|normal_|randperm|random_")),
+    ("normalisation", re.compile(r"layer_norm|batch_norm|group_norm|rms_norm")),
+    (
+        "copy/index",
+        re.compile(
+            r"copy_|fill_|zero_|select|index|gather|scatter|slice|cat$|stack|"
+            r"pad|to_copy|clone|contiguous|embedding|masked_fill|where|_to_copy"
+        ),
+    ),
+    (
+        "elementwise",
+        re.compile(
+            r"aten::(add|sub|mul|div|neg|exp|log|tanh|sigmoid|relu|gelu|"
+            r"threshold|pow|sqrt|rsqrt|clamp|abs|max|min|sum|mean|eq|ne|lt|gt|"
+            r"le|ge|logical|bitwise|sign|erf|silu|hardtanh|leaky_relu|lerp|"
+            r"addcmul|addcdiv|_log_softmax|nll_loss|cross_entropy|mse_loss|"
+            r"amax|amin|argmax|cumsum|sort|topk)"
+        ),
+    ),
+]
+OTHER, PYTHON, DATA = "other ops", "python/framework", "data/collate"
+
+
+def categorize(name: str) -> str:
+    """The profile category of operator ``name`` (:data:`CATEGORIES`; else ``"other ops"``)."""
+    for category, pattern in CATEGORIES:
+        if pattern.search(name):
+            return category
+    return OTHER
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, min_time: float = 1.0) -> float:
+    """FLOP/s of a square matrix product in ``dtype`` on the CPU, with the caller's threads
+    (the peak a training step's FLOP/s are compared with): ``n x n x n``, or the first of 256,
+    512, ... that takes a quarter of a second (bfloat16 without bfloat16 instructions is
+    emulated, hundreds of times slower than float32)."""
+    size = 256
+    while True:
+        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+        t0 = time.perf_counter()
+        a @ b
+        if size >= n or time.perf_counter() - t0 > 0.25:
+            break
+        size *= 2
+    return 2 * size**3 / time_call(lambda: a @ b, min_time=min_time)
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS counter of this process (Linux: ``clear_refs`` 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+@dataclass
+class _Variant:
+    """One variant's trainer, its endless stream of steps, and what was measured."""
+
+    name: str
+    trainer: Trainer
+    steps: Iterator[tuple[list, int]] = field(init=False)
+    epoch: int = 0
+    step_s: list[float] = field(default_factory=list)
+    data_s: list[float] = field(default_factory=list)
+    examples: list[int] = field(default_factory=list)
+    units: list[float] = field(default_factory=list)
+    warmup_s: list[float] = field(default_factory=list)
+    peak_rss: int = 0
+
+    def __post_init__(self) -> None:
+        self.steps = self._stream()
+
+    def _stream(self) -> Iterator[tuple[list, int]]:
+        feed = self.trainer.feed
+        while True:  # (this step's micro-batches, its examples)
+            batches = feed.epoch_batches(self.epoch)
+            yield from zip(feed.steps(batches, 0), map(len, batches))
+            self.epoch += 1
+
+    def run(self, count: int, *, record: bool, profiler: Any = None) -> None:
+        """``count`` training steps (the trainer's own step: backward, clipping, AdamW)."""
+        trainer = self.trainer
+        for _ in range(count):
+            t0 = time.perf_counter()
+            with torch.profiler.record_function(DATA) if profiler else contextlib.nullcontext():
+                micros, examples = next(self.steps)
+            t1 = time.perf_counter()
+            step = trainer.train_step(micros)
+            t2 = time.perf_counter()
+            if profiler is not None:
+                profiler.step()
+            (self.step_s if record else self.warmup_s).append(t2 - t1)
+            if record:
+                self.data_s.append(t1 - t0)
+                self.examples.append(examples)
+                self.units.append(step.units)
+
+
+def _count_flops(trainer: Trainer, micros: list) -> tuple[float, float]:
+    """``(FLOPs, units)`` of one training step's forward and backward on ``micros``."""
+    task, model, feed = trainer.task, trainer.model, trainer.feed
+    model.train()
+    flops, units = 0.0, 0.0
+    counter = FlopCounterMode(display=False)
+    with counter:
+        for batch, dummy in micros:
+            if dummy:
+                continue
+            loss, n = task.loss(model, feed.to_device(batch))
+            loss.float().backward()
+            units += float(n)
+    model.zero_grad(set_to_none=True)
+    flops = float(counter.get_total_flops())
+    return flops, units
+
+
+def _profile(variant: _Variant, steps: int) -> dict[str, float]:
+    """Share of the profiled steps' wall time per category (they sum to 1)."""
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with _quiet_stderr():  # the profiler's C++ start / stop lines
+        prof.start()
+    try:
+        t0 = time.perf_counter()
+        variant.run(steps, record=False, profiler=prof)
+        wall = time.perf_counter() - t0
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    totals: dict[str, float] = {name: 0.0 for name, _ in CATEGORIES}
+    totals.update({OTHER: 0.0, DATA: 0.0})
+    for event in prof.key_averages():
+        seconds = event.self_cpu_time_total / 1e6
+        if event.key == DATA:  # a record_function: its self time is the collation's Python
+            totals[DATA] += seconds
+        elif not event.key.startswith("ProfilerStep"):
+            totals[categorize(event.key)] += seconds
+    # Work under the data range is collation; ops inside it were counted by name above (the
+    # DataLoader's copies): move them out of the step's categories by the range's total.
+    data_total = sum(e.cpu_time_total for e in prof.key_averages() if e.key == DATA) / 1e6
+    accounted = sum(totals.values()) - totals[DATA]
+    inside_data = max(data_total - totals[DATA], 0.0)
+    scale = max(accounted - inside_data, 0.0) / accounted if accounted else 0.0
+    shares = {k: v * scale for k, v in totals.items() if k != DATA}
+    shares[DATA] = data_total
+    shares[PYTHON] = max(wall - sum(shares.values()), 0.0)
+    total = sum(shares.values()) or 1.0
+    return {k: v / total for k, v in shares.items()}
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    flags = cpu_flags()
+    return {
+        "cpu": cpu_model(),
+        "isa": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags],
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def bench_train(
+    task: str,
+    overrides: Sequence[str] = (),
+    *,
+    variants: Sequence[str] = ("eager", "bf16", "compile", "compile+bf16"),
+    steps: int = 20,
+    warmup: int = 3,
+    rounds: int = 4,
+    profile_steps: int = 5,
+    flop_steps: int = 2,
+    peak_seconds: float = 1.0,
+    config_file: str | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure ``task``'s training step under each of ``variants`` (module docstring).
+
+    Args:
+        task: a registered task.
+        overrides: ``--a.b=value`` options, as for ``attnlab train``.
+        variants: names from :data:`VARIANTS`.
+        steps: measured steps per variant (split over ``rounds`` turns).
+        warmup: steps per variant before measuring (compilation happens here).
+        profile_steps: profiled steps per variant (0: no profile).
+        flop_steps: measured batches whose FLOPs are counted.
+        peak_seconds: how long each dtype's matmul peak is measured.
+
+    Returns:
+        A JSON-ready dict: ``machine``, ``task``, ``options``, ``matmul_peak_flops`` per dtype
+        and ``variants`` (name -> figures; ``speedup`` is relative to the first variant).
+
+    Raises:
+        ValueError: an unknown variant, or ``steps`` / ``rounds`` below 1.
+    """
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
+    if steps < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(
+            f"steps and rounds must be >= 1 and warmup >= 0, got {steps}, {rounds}, {warmup}"
+        )
+    rounds = min(rounds, steps)
+    base = resolve_config(task=task, config_file=config_file, overrides=list(overrides))
+    tmp = tempfile.TemporaryDirectory(prefix="attnlab-bench-train-")
+    runs: list[_Variant] = []
+    try:
+        for name in variants:
+            cfg = _variant_config(base, name, Path(tmp.name) / name.replace("+", "_"))
+            log(f"bench train {task}: building {name}")
+            trainer = Trainer(cfg.task, cfg, progress=False)
+            runs.append(_Variant(name, trainer))
+        peaks = {}
+        for dtype in sorted({"bf16" if VARIANTS[v]["bf16"] else "fp32" for v in variants}):
+            peaks[dtype] = matmul_peak(
+                torch.bfloat16 if dtype == "bf16" else torch.float32, min_time=peak_seconds
+            )
+            log(f"bench train {task}: {dtype} matmul peak {peaks[dtype] / 1e9:.0f} GFLOP/s")
+        for v in runs:  # warm-up: compilation, first-touch allocation, caches
+            v.run(warmup, record=False)
+        per_round = [steps // rounds + (r < steps % rounds) for r in range(rounds)]
+        reset = _reset_peak_rss()
+        for r, count in enumerate(per_round):
+            for v in runs:
+                if reset:
+                    _reset_peak_rss()
+                v.run(count, record=True)
+                v.peak_rss = max(v.peak_rss, _peak_rss_bytes() or 0)
+            log(f"bench train {task}: round {r + 1}/{rounds}")
+        flops_per_unit = _flops_per_unit(runs[0], flop_steps)
+        result = {
+            "machine": machine(),
+            "task": base.task,
+            "options": list(overrides),
+            "unit": runs[0].trainer.task.unit,
+            "steps": steps,
+            "warmup": warmup,
+            "rounds": rounds,
+            "matmul_peak_flops": peaks,
+            "flops_per_unit": flops_per_unit,
+            "variants": {},
+        }
+        for v in runs:
+            result["variants"][v.name] = _figures(v, flops_per_unit, peaks, reset)
+            if profile_steps:
+                result["variants"][v.name]["profile"] = _profile(v, profile_steps)
+        first = result["variants"][runs[0].name]["examples_per_s"]
+        for fig in result["variants"].values():
+            fig["speedup"] = fig["examples_per_s"] / first if first else math.nan
+        return result
+    finally:
+        for v in runs:
+            v.trainer.close()
+        tmp.cleanup()
+
+
+def _variant_config(base: RunConfig, name: str, out_dir: Path) -> RunConfig:
+    import dataclasses
+
+    train = dataclasses.replace(base.train, **VARIANTS[name], eval_every=0, checkpoint_every=0)
+    return dataclasses.replace(base, train=train, out_dir=str(out_dir))
+
+
+def _flops_per_unit(variant: _Variant, steps: int) -> float:
+    flops = units = 0.0
+    for _ in range(max(steps, 1)):
+        f, u = _count_flops(variant.trainer, next(variant.steps)[0])
+        flops, units = flops + f, units + u
+    return flops / units if units else math.nan
+
+
+def _figures(
+    v: _Variant, flops_per_unit: float, peaks: dict[str, float], rss: bool
+) -> dict[str, Any]:
+    step = statistics.median(v.step_s)
+    data = statistics.median(v.data_s)
+    per_step = step + data
+    examples = sum(v.examples) / len(v.examples)
+    units = sum(v.units) / len(v.units)
+    dtype = "bf16" if VARIANTS[v.name]["bf16"] else "fp32"
+    flops = flops_per_unit * units / per_step
+    steady = statistics.median(v.step_s)
+    return {
+        "step_ms": step * 1e3,
+        "data_ms": data * 1e3,
+        "examples_per_s": examples / per_step,
+        "units_per_s": units / per_step,
+        "flops_per_s": flops,
+        "share_of_peak": flops / peaks[dtype] if peaks.get(dtype) else math.nan,
+        "peak_rss_mib": v.peak_rss / 2**20 if rss and v.peak_rss else None,
+        "compile_s": max(sum(v.warmup_s) - steady * len(v.warmup_s), 0.0)
+        if VARIANTS[v.name]["compile"]
+        else None,
+        "step_ms_spread": [min(v.step_s) * 1e3, max(v.step_s) * 1e3],
+    }
+
+
+def print_train_table(result: dict[str, Any], file: Any = None) -> None:
+    """The figures of :func:`bench_train` as two tables: speed, then the profile."""
+    m, unit = result["machine"], result["unit"]
+    peaks = ", ".join(f"{k} {v / 1e9:.0f}" for k, v in result["matmul_peak_flops"].items())
+    out = [
+        f"{result['task']} {' '.join(result['options'])}".rstrip()
+        + f": {result['steps']} steps per variant in {result['rounds']} turns, "
+        f"{m['threads']} threads, {m['cpu']} ({' '.join(m['isa'])}); matmul peak GFLOP/s: {peaks}",
+        f"{'variant':<13}{'ex/s':>9}{unit + '/s':>11}{'x eager':>8}{'step ms':>9}{'data ms':>9}"
+        f"{'GFLOP/s':>9}{'% peak':>7}{'RSS MiB':>9}{'compile s':>10}",
+    ]
+    for name, f in result["variants"].items():
+        rss = "-" if f["peak_rss_mib"] is None else f"{f['peak_rss_mib']:.0f}"
+        comp = "-" if f["compile_s"] is None else f"{f['compile_s']:.1f}"
+        out.append(
+            f"{name:<13}{f['examples_per_s']:>9.1f}{f['units_per_s']:>11.0f}{f['speedup']:>8.2f}"
+            f"{f['step_ms']:>9.1f}{f['data_ms']:>9.1f}{f['flops_per_s'] / 1e9:>9.1f}"
+            f"{100 * f['share_of_peak']:>7.1f}{rss:>9}{comp:>10}"
+        )
+    profiled = {k: f["profile"] for k, f in result["variants"].items() if "profile" in f}
+    if profiled:
+        cats = [*(c for c, _ in CATEGORIES), OTHER, DATA, PYTHON]
+        out.append("share of a step's time (%): " + ", ".join(cats))
+        out.append(f"{'variant':<13}" + "".join(f"{c[:10]:>11}" for c in cats))
+        for name, p in profiled.items():
+            out.append(f"{name:<13}" + "".join(f"{100 * p.get(c, 0):>11.1f}" for c in cats))
+    print("\n".join(out), file=file)
