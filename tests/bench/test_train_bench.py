@@ -50,6 +50,8 @@ TOY = [
         ("aten::add_", "elementwise"),
         ("aten::gelu_backward", "elementwise"),
         ("aten::nll_loss_forward", "elementwise"),
+        ("aten::linalg_vector_norm", "optimizer"),
+        ("Torch-Compiled Region: 0/0", "compiled code"),
         ("autograd::engine::evaluate_function: MmBackward0", OTHER),
     ],
 )

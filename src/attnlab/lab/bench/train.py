@@ -16,10 +16,11 @@ stay meaningful. Per variant:
 * **memory**: the process's peak resident set while the variant ran (``VmHWM``, reset before
   each of its turns where the kernel allows);
 * **compile time**: the warm-up steps' time beyond that many steady steps;
-* **profile**: a step's time by category (matmul, convolution, attention, dropout/RNG,
-  normalisation, elementwise, copy/index, optimizer, other ops, and what no operator accounts
-  for: Python and framework overhead), from :mod:`torch.profiler` over a few more steps; the
-  batch's collation is its own category.
+* **profile**: a step's time by category (compiled code, optimizer, attention, matmul,
+  convolution, dropout/RNG, normalisation, copy/index, elementwise, other ops, and what no
+  operator accounts for: Python and framework overhead), from :mod:`torch.profiler` over a few
+  more steps: each operator's self time, by its name; everything inside the batch's collation
+  counts as data/collate.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 #: profile categories, in the order they are reported; each is a pattern on the operator's name
 #: (the first that matches wins; ``python`` and ``data`` are not operators)
 CATEGORIES: list[tuple[str, re.Pattern]] = [
-    ("optimizer", re.compile(r"adam|_foreach_|Optimizer\.|clip_grad|zero_grad")),
+    ("compiled code", re.compile(r"Compiled|Torch-Compiled|cpp_fused|triton_|inductor")),
+    ("optimizer", re.compile(r"adam|_foreach_|Optimizer\.|clip_grad|zero_grad|linalg_vector_norm")),
     (
         "attention",
         re.compile(r"scaled_dot_product|flash_attention|_softmax|softmax|flex_attention"),
@@ -211,25 +213,25 @@ def _profile(variant: _Variant, steps: int) -> dict[str, float]:
     finally:
         with _quiet_stderr():
             prof.stop()
-    totals: dict[str, float] = {name: 0.0 for name, _ in CATEGORIES}
-    totals.update({OTHER: 0.0, DATA: 0.0})
-    for event in prof.key_averages():
+    shares: dict[str, float] = {name: 0.0 for name, _ in CATEGORIES}
+    shares.update({OTHER: 0.0, DATA: 0.0})
+    for event in prof.events():
+        if event.name.startswith("ProfilerStep"):
+            continue  # its self time is the step's unprofiled Python: left to PYTHON below
         seconds = event.self_cpu_time_total / 1e6
-        if event.key == DATA:  # a record_function: its self time is the collation's Python
-            totals[DATA] += seconds
-        elif not event.key.startswith("ProfilerStep"):
-            totals[categorize(event.key)] += seconds
-    # Work under the data range is collation; ops inside it were counted by name above (the
-    # DataLoader's copies): move them out of the step's categories by the range's total.
-    data_total = sum(e.cpu_time_total for e in prof.key_averages() if e.key == DATA) / 1e6
-    accounted = sum(totals.values()) - totals[DATA]
-    inside_data = max(data_total - totals[DATA], 0.0)
-    scale = max(accounted - inside_data, 0.0) / accounted if accounted else 0.0
-    shares = {k: v * scale for k, v in totals.items() if k != DATA}
-    shares[DATA] = data_total
+        shares[DATA if _under(event, DATA) else categorize(event.name)] += seconds
     shares[PYTHON] = max(wall - sum(shares.values()), 0.0)
     total = sum(shares.values()) or 1.0
     return {k: v / total for k, v in shares.items()}
+
+
+def _under(event: Any, name: str) -> bool:
+    """Whether profiler ``event`` is ``name`` or runs inside it."""
+    while event is not None:
+        if event.name == name:
+            return True
+        event = event.cpu_parent
+    return False
 
 
 def machine() -> dict[str, Any]:
