@@ -66,7 +66,7 @@ BUDGET = [
     "--train.batch_size=64",
     "--train.lr=3e-3",
     "--train.warmup_fraction=0.05",
-    "--train.bf16=true",
+    "--train.precision=bf16",
 ]
 TABLE = {
     "FC k=1": ["--model.encoder.kind=fc", "--model.encoder.context=1"],
@@ -81,7 +81,7 @@ TABLE = {
     "self-attention, dot (unscaled)": ["--model.encoder.attention.score=dot"],
     "self-attention, additive": ["--model.encoder.attention.score=additive"],
     "self-attention, relu": ["--model.encoder.attention.normalize=relu"],
-    "self-attention, fp32 (no autocast)": ["--train.bf16=false"],
+    "self-attention, fp32 (no autocast)": ["--train.precision=fp32"],
 }
 
 
@@ -239,7 +239,7 @@ def speed(args) -> dict:
 def full(args) -> dict:
     over = [f"--task_options.corpus={args.corpus}", f"--train.epochs={args.epochs}",
             "--train.batch_size=32", "--train.lr=2e-3", "--train.warmup_fraction=0.05",
-            f"--train.bf16={'true' if args.bf16 else 'false'}",
+            f"--train.precision={'bf16' if args.bf16 else 'fp32'}",
             f"--train.compile={'true' if args.compile else 'false'}", *args.extra]  # fmt: skip
     name = f"{args.corpus} {'bf16' if args.bf16 else 'fp32'}{' compiled' if args.compile else ''}"
     return train(name, over, Path(args.out))

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=".venv/bin/attnlab"
-COMMON="--train.bf16=true --train.lr=3e-3 --train.warmup_fraction=0.05 --train.batch_size=64"
+COMMON="--train.precision=bf16 --train.lr=3e-3 --train.warmup_fraction=0.05 --train.batch_size=64"
 case "${1:-runs}" in
 runs)
     $A train pos --task_options.corpus=brown --train.epochs=4 $COMMON --out_dir=runs/pos-brown --overwrite

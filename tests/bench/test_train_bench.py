@@ -99,9 +99,20 @@ def test_bench_reports_every_variant_with_a_full_profile():
     json.dumps(result)  # JSON-ready
 
 
+def test_a_variant_of_options_is_the_eager_step_with_them():
+    result = bench_train(
+        "toy", TOY, variants=["eager", "wide=--model.encoder.hidden=64"], steps=2, warmup=0,
+        rounds=1, profile_steps=0, flop_steps=1, peak_seconds=0.1, log=lambda _: None,
+    )  # fmt: skip
+    assert list(result["variants"]) == ["eager", "wide"]
+    assert result["matmul_peak_flops"].keys() == {"fp32"}
+
+
 def test_unknown_variant_and_bad_counts_are_refused():
-    with pytest.raises(ValueError, match=r"--variants: unknown \['fast'\]"):
+    with pytest.raises(ValueError, match=r"--variants: unknown 'fast'; choose from eager, bf16"):
         bench_train("toy", TOY, variants=["eager", "fast"])
+    with pytest.raises(ValueError, match=r"--variants: each name once"):
+        bench_train("toy", TOY, variants=["eager", "eager"])
     with pytest.raises(ValueError, match="steps and rounds must be >= 1"):
         bench_train("toy", TOY, variants=["eager"], steps=0)
 

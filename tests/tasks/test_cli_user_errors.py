@@ -42,7 +42,7 @@ def tagger(tmp_path_factory, no_mirror) -> Path:
 @pytest.fixture(scope="module")
 def bf16_tagger(tmp_path_factory, no_mirror) -> Path:
     out = tmp_path_factory.mktemp("bf16") / "pos"
-    return _train(out, "pos", tagger_options(), "--train.bf16=true")
+    return _train(out, "pos", tagger_options(), "--train.precision=bf16")
 
 
 def _one_error_line(err: str, command: str) -> str:
@@ -201,7 +201,7 @@ def test_show_one_layer_and_head(tagger, tmp_path, capsys):
 
 
 def test_eval_of_a_bf16_run_reports_the_run_s_test_number(bf16_tagger, capsys):
-    assert json.loads((bf16_tagger / "config.json").read_text())["train"]["bf16"] is True
+    assert json.loads((bf16_tagger / "config.json").read_text())["train"]["precision"] == "bf16"
     reported = json.loads((bf16_tagger / "metrics.json").read_text())["test"]
     assert main(["eval", str(bf16_tagger), "--split", "test"]) == 0
     out = capsys.readouterr().out

@@ -211,8 +211,8 @@ def test_no_recompiles_after_warm_up_across_lengths(tmp_path):
 
 @pytest.mark.compile
 def test_compiled_bf16_on_cpu(tmp_path):
-    eager = run(tmp_path / "eager", NO_DROPOUT, "--train.bf16=true", mode="tag")
-    compiled = run(tmp_path / "c", NO_DROPOUT, "--train.bf16=true", "--train.compile=true",
+    eager = run(tmp_path / "eager", NO_DROPOUT, "--train.precision=bf16", mode="tag")
+    compiled = run(tmp_path / "c", NO_DROPOUT, "--train.precision=bf16", "--train.compile=true",
                    mode="tag")  # fmt: skip
     losses = [row["train_loss"] for row in compiled.history]
     assert losses[-1] < losses[0]

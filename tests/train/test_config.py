@@ -94,11 +94,11 @@ def test_train_config_types():
     cfg = apply_overrides(
         RunConfig(),
         ["--train.lr=3e-4", "--train.betas=0.9,0.95", "--train.eval_batch_size=64",
-         "--train.schedule=linear", "--train.bf16=true"],
+         "--train.schedule=linear", "--train.precision=bf16"],
     )  # fmt: skip
     t = cfg.train
-    assert (t.lr, t.betas, t.eval_batch_size, t.schedule, t.bf16) == (
-        3e-4, (0.9, 0.95), 64, "linear", True,
+    assert (t.lr, t.betas, t.eval_batch_size, t.schedule, t.precision) == (
+        3e-4, (0.9, 0.95), 64, "linear", "bf16",
     )  # fmt: skip
     assert isinstance(t.betas[0], float)
 

@@ -46,3 +46,12 @@ def test_g2p_ff_hidden_0_is_none_today():
 def test_todays_layout_is_returned_as_it_is():
     ckpt = {"version": LAYOUT_VERSION, "config": {"task": "g2p", "model": {"ff_hidden": 0}}}
     assert upgrade(ckpt) is ckpt
+
+
+def test_train_bf16_becomes_the_precision_it_trained_in():
+    for version in (1, 2):
+        for bf16, precision in ((True, "bf16"), (False, "fp32")):
+            old = {"version": version, "config": {"task": "pos", "train": {"bf16": bf16}}}
+            assert upgrade(old)["config"]["train"] == {"precision": precision}
+    unstated = upgrade({"version": 2, "config": {"task": "pos", "train": {"lr": 0.1}}})
+    assert unstated["config"]["train"] == {"lr": 0.1}

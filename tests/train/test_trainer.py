@@ -10,6 +10,7 @@ import torch
 
 from attnlab.lab.train import RunConfig, Trainer
 from attnlab.lab.train.metrics_log import read_metrics_csv
+from attnlab.lab.train.precision import choose_precision
 
 from .helpers import final_weights, run
 from .toy_task import ToyTask, toy_config
@@ -38,7 +39,8 @@ def test_loss_decreases_and_outputs_are_written(tmp_path):
         assert key in summary
     assert summary["test"] == pytest.approx(result.test)
     saved = RunConfig.from_dict(json.loads((tmp_path / "config.json").read_text()))
-    assert saved == toy_config(tmp_path, "--train.epochs=4")
+    ran = choose_precision("auto", "cpu").name  # the config saves what auto resolved to
+    assert saved == toy_config(tmp_path, "--train.epochs=4", f"--train.precision={ran}")
     assert {p.name for p in tmp_path.iterdir()} >= {"last.pt", "best.pt"}
 
 
@@ -63,7 +65,7 @@ def test_max_steps_mid_epoch_ends_with_an_evaluation(tmp_path):
 
 
 def test_bf16_autocast_runs(tmp_path):
-    result = run(tmp_path, "--train.bf16=true", "--train.epochs=2")
+    result = run(tmp_path, "--train.precision=bf16", "--train.epochs=2")
     assert all(math.isfinite(row["train_loss"]) for row in result.history)
     assert result.best_score > 0.5
 

@@ -288,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
     bt.add_argument("--variants", default="eager,bf16,compile,compile+bf16",
                     help="comma-separated: eager, bf16, compile, compile+bf16")  # fmt: skip
+    bt.add_argument("--variant", action="append", default=[], metavar="NAME=--a.b=v;--c.d=w",
+                    help="also the eager step with these options (repeatable)")  # fmt: skip
     bt.add_argument("--steps", type=int, default=20, help="measured steps per variant")
     bt.add_argument("--warmup", type=int, default=3, help="steps per variant before measuring")
     bt.add_argument("--rounds", type=int, default=4, help="turns the measured steps are split into")

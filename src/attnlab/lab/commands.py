@@ -33,6 +33,7 @@ from attnlab.lab.train import (
     save_checkpoint,
 )
 from attnlab.lab.train.distributed import resolve_device
+from attnlab.lab.train.precision import choose_precision
 
 __all__ = [
     "normalize_overrides",
@@ -104,8 +105,8 @@ def eval_command(
 
     Evaluates as the run's own evaluation did, so that a split gives the number the run
     reported: the run's evaluation batch size (``train.eval_batch_size``, else
-    ``train.batch_size``), in file order, under bfloat16 autocast if the run trained with
-    ``train.bf16``. A progress bar (examples, rate, ETA) goes to stderr.
+    ``train.batch_size``), in file order, under bfloat16 autocast if the run trained with it
+    (``train.precision``, which the trainer saved resolved). A progress bar (examples, rate, ETA) goes to stderr.
 
     Args:
         checkpoint: a ``.pt`` file or a run directory, or several (an ensemble).
@@ -130,7 +131,8 @@ def eval_command(
     if not examples:
         raise ValueError(f"{where}: no examples to evaluate")
     size = cfg.train.eval_batch_size or cfg.train.batch_size
-    precision = "bfloat16 autocast, as the run trained" if cfg.train.bf16 else "float32"
+    bf16 = choose_precision(cfg.train.precision, target).bf16
+    precision = "bfloat16 autocast, as the run trained" if bf16 else "float32"
     logger.info("evaluating on %s: %d examples, batches of %d, %s, device %s",
                 where, len(examples), size, precision, target)  # fmt: skip
     bar = tqdm(total=len(examples), desc="eval", unit="ex", file=sys.stderr,
@@ -167,9 +169,10 @@ def _batches(
 
 
 def _autocast(cfg: RunConfig, device: torch.device) -> contextlib.AbstractContextManager:
-    """The run's precision: bfloat16 autocast if it trained with ``train.bf16`` (as the
-    trainer's own evaluation does), else a no-op."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.train.bf16)
+    """The run's precision: bfloat16 autocast if it trained with it (``train.precision``, as
+    the trainer's own evaluation does), else a no-op."""
+    bf16 = choose_precision(cfg.train.precision, device).bf16
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 class _TaskFlags(argparse.ArgumentParser):

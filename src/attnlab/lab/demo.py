@@ -37,7 +37,6 @@ def _budget(quick: bool) -> list[str]:
         "--train.batch_size=64",
         "--train.lr=3e-3",
         "--train.warmup_fraction=0.05",
-        "--train.bf16=true",
     ]
 
 

@@ -115,7 +115,7 @@ def bench_train_command(args: argparse.Namespace, rest: list[str]) -> int:
     from attnlab.lab.bench.train import bench_train, print_train_table
     from attnlab.lab.commands import normalize_overrides
 
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()] + args.variant
     result = bench_train(
         args.task, normalize_overrides(rest), variants=variants, steps=args.steps,
         warmup=args.warmup, rounds=args.rounds, profile_steps=args.profile_steps,

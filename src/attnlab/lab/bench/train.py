@@ -49,10 +49,10 @@ __all__ = ["VARIANTS", "CATEGORIES", "bench_train", "categorize", "matmul_peak"]
 
 #: variant name -> the train options it sets
 VARIANTS: dict[str, dict[str, Any]] = {
-    "eager": {"bf16": False, "compile": False},
-    "bf16": {"bf16": True, "compile": False},
-    "compile": {"bf16": False, "compile": True},
-    "compile+bf16": {"bf16": True, "compile": True},
+    "eager": {"precision": "fp32", "compile": False},
+    "bf16": {"precision": "bf16", "compile": False},
+    "compile": {"precision": "fp32", "compile": True},
+    "compile+bf16": {"precision": "bf16", "compile": True},
 }
 
 #: profile categories, in the order they are reported; each is a pattern on the operator's name
@@ -265,7 +265,8 @@ def bench_train(
     Args:
         task: a registered task.
         overrides: ``--a.b=value`` options, as for ``attnlab train``.
-        variants: names from :data:`VARIANTS`.
+        variants: names from :data:`VARIANTS`, or ``NAME=--a.b=v;--c.d=w`` (the eager variant
+            with those options: a recipe change measured side by side).
         steps: measured steps per variant (split over ``rounds`` turns).
         warmup: steps per variant before measuring (compilation happens here).
         profile_steps: profiled steps per variant (0: no profile).
@@ -279,9 +280,10 @@ def bench_train(
     Raises:
         ValueError: an unknown variant, or ``steps`` / ``rounds`` below 1.
     """
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise ValueError(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
+    specs = [_parse_variant(v) for v in variants]
+    names = [name for name, _, _ in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--variants: each name once, got {names}")
     if steps < 1 or rounds < 1 or warmup < 0:
         raise ValueError(
             f"steps and rounds must be >= 1 and warmup >= 0, got {steps}, {rounds}, {warmup}"
@@ -291,13 +293,18 @@ def bench_train(
     tmp = tempfile.TemporaryDirectory(prefix="attnlab-bench-train-")
     runs: list[_Variant] = []
     try:
-        for name in variants:
-            cfg = _variant_config(base, name, Path(tmp.name) / name.replace("+", "_"))
+        for k, (name, train_options, extra) in enumerate(specs):
+            cfg = base
+            if extra:
+                cfg = resolve_config(
+                    task=task, config_file=config_file, overrides=[*overrides, *extra]
+                )
+            cfg = _variant_config(cfg, train_options, Path(tmp.name) / f"v{k}")
             log(f"bench train {task}: building {name}")
             trainer = Trainer(cfg.task, cfg, progress=False)
             runs.append(_Variant(name, trainer))
         peaks = {}
-        for dtype in sorted({"bf16" if VARIANTS[v]["bf16"] else "fp32" for v in variants}):
+        for dtype in sorted({v.trainer.precision.name for v in runs}):
             peaks[dtype] = matmul_peak(
                 torch.bfloat16 if dtype == "bf16" else torch.float32, min_time=peak_seconds
             )
@@ -313,7 +320,6 @@ def bench_train(
                 v.run(count, record=True)
                 v.peak_rss = max(v.peak_rss, _peak_rss_bytes() or 0)
             log(f"bench train {task}: round {r + 1}/{rounds}")
-        flops_per_unit = _flops_per_unit(runs[0], flop_steps)
         result = {
             "machine": machine(),
             "task": base.task,
@@ -323,11 +329,10 @@ def bench_train(
             "warmup": warmup,
             "rounds": rounds,
             "matmul_peak_flops": peaks,
-            "flops_per_unit": flops_per_unit,
             "variants": {},
         }
         for v in runs:
-            result["variants"][v.name] = _figures(v, flops_per_unit, peaks, reset)
+            result["variants"][v.name] = _figures(v, _flops_per_unit(v, flop_steps), peaks, reset)
             if profile_steps:
                 result["variants"][v.name]["profile"] = _profile(v, profile_steps)
         first = result["variants"][runs[0].name]["examples_per_s"]
@@ -340,10 +345,28 @@ def bench_train(
         tmp.cleanup()
 
 
-def _variant_config(base: RunConfig, name: str, out_dir: Path) -> RunConfig:
+def _parse_variant(text: str) -> tuple[str, dict[str, Any], list[str]]:
+    """``(name, train options, overrides)`` of a variant: a name of :data:`VARIANTS`, or
+    ``NAME=--a.b=v;--c.d=w``: the eager variant with those options (unless they set
+    ``train.precision`` or ``train.compile`` themselves)."""
+    if text in VARIANTS:
+        return text, dict(VARIANTS[text]), []
+    name, sep, options = text.partition("=")
+    extra = [o.strip() for o in options.split(";") if o.strip()]
+    if not sep or not name or not extra or not all(o.startswith("--") for o in extra):
+        raise ValueError(
+            f"--variants: unknown {text!r}; choose from {', '.join(VARIANTS)}, or give "
+            "NAME=--a.b=value;--c.d=value (the eager variant with those options)"
+        )
+    given = {o[2:].split("=", 1)[0] for o in extra}
+    train = {k: v for k, v in VARIANTS["eager"].items() if f"train.{k}" not in given}
+    return name, train, extra
+
+
+def _variant_config(base: RunConfig, train_options: dict[str, Any], out_dir: Path) -> RunConfig:
     import dataclasses
 
-    train = dataclasses.replace(base.train, **VARIANTS[name], eval_every=0, checkpoint_every=0)
+    train = dataclasses.replace(base.train, **train_options, eval_every=0, checkpoint_every=0)
     return dataclasses.replace(base, train=train, out_dir=str(out_dir))
 
 
@@ -363,7 +386,7 @@ def _figures(
     per_step = step + data
     examples = sum(v.examples) / len(v.examples)
     units = sum(v.units) / len(v.units)
-    dtype = "bf16" if VARIANTS[v.name]["bf16"] else "fp32"
+    dtype = v.trainer.precision.name
     flops = flops_per_unit * units / per_step
     steady = statistics.median(v.step_s)
     return {
@@ -371,11 +394,12 @@ def _figures(
         "data_ms": data * 1e3,
         "examples_per_s": examples / per_step,
         "units_per_s": units / per_step,
+        "flops_per_unit": flops_per_unit,
         "flops_per_s": flops,
         "share_of_peak": flops / peaks[dtype] if peaks.get(dtype) else math.nan,
         "peak_rss_mib": v.peak_rss / 2**20 if rss and v.peak_rss else None,
         "compile_s": max(sum(v.warmup_s) - steady * len(v.warmup_s), 0.0)
-        if VARIANTS[v.name]["compile"]
+        if v.trainer.cfg.train.compile
         else None,
         "step_ms_spread": [min(v.step_s) * 1e3, max(v.step_s) * 1e3],
     }

@@ -71,7 +71,11 @@ class TrainConfig:
         schedule: decay after warm-up: ``"cosine"``, ``"linear"`` or ``"constant"``.
         min_lr_ratio: final learning rate as a fraction of ``lr``.
         grad_clip: max global gradient norm (0: no clipping).
-        bf16: autocast the forward pass to bfloat16 (CPU or CUDA).
+        precision: the forward pass's dtype: ``"fp32"``, ``"bf16"`` (bfloat16 autocast; weights,
+            gradients and AdamW stay float32) or ``"auto"``: bf16 where the hardware multiplies
+            bfloat16 natively (a CPU with AVX512_BF16 or AMX, a CUDA device with bfloat16),
+            else fp32 (module ``attnlab.lab.train.precision``). The trainer logs the choice and
+            saves it in the run's config, so evaluation runs as the training did.
         compile: ``torch.compile`` the model for training and evaluation, with dynamic shapes
             and padded batches so that it compiles in its first steps only (how: module
             ``attnlab.lab.train.compile``); checkpoints keep the plain model's keys.
@@ -113,7 +117,7 @@ class TrainConfig:
     schedule: Literal["cosine", "linear", "constant"] = "cosine"
     min_lr_ratio: float = 0.0
     grad_clip: float = 1.0
-    bf16: bool = False
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False
     compile_mode: Literal[
         "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 from attnlab.lab.train.batching import bucket_batches, epoch_order, make_batches, rank_micro_batches
 from attnlab.lab.train.compile import PaddedCollate, pad_multiple_of
 from attnlab.lab.train.distributed import DistEnv
+from attnlab.lab.train.precision import choose_precision
 
 if TYPE_CHECKING:
     from attnlab.lab.tasks import Task
@@ -36,7 +37,8 @@ class Feed:
         task: collates examples (:meth:`Task.collate`) and prices them for token batching
             (:meth:`Task.batch_size_of`).
         train: the train split.
-        tc: the trainer's settings (batching, seed, workers, bf16, padding).
+        tc: the trainer's settings (batching, seed, workers, precision, padding); its
+            ``precision`` resolved (``fp32`` or ``bf16``, not ``auto``: the trainer resolves it).
         env: this process's place in the run (rank, world size, device).
 
     Batches (train and evaluation alike) are padded to multiples of ``train.pad_multiple``
@@ -93,8 +95,10 @@ class Feed:
             yield [(next(it), dummy[k * accum + m]) for m in range(accum)]
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """bfloat16 autocast of the forward pass if ``train.bf16``, else a no-op."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.tc.bf16)
+        """bfloat16 autocast of the forward pass if ``train.precision`` is ``bf16``, else a
+        no-op."""
+        bf16 = choose_precision(self.tc.precision, self.device).bf16
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16)
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
         """``batch`` with its tensors on the device."""

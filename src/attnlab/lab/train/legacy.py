@@ -17,6 +17,9 @@ know one spelling only.
   fields, ``local_window`` (``window``), the attention settings at the encoder's top level
   (``attention.*``), kind ``window`` (``fc``), and the kernels' option names ``chunk``
   (``block``) and ``impl`` (``attention.backend``).
+* **2 -> 3** (``train.precision``, issue 34): ``train.bf16 = true / false`` becomes
+  ``train.precision = "bf16" / "fp32"``: what the run trained in, never ``auto`` (which could
+  pick another dtype on another machine).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 __all__ = ["LAYOUT_VERSION", "upgrade"]
 
 #: the layout today's code writes
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 
 _IMAGE_TASKS = ("fashion", "digits")
 _MOLECULE_TASKS = ("freesolv", "solubility")
@@ -117,5 +120,11 @@ def _v1_to_v2(config: dict[str, Any], weights: dict[str, Any]) -> None:
         model["ff_hidden"] = None
 
 
+def _v2_to_v3(config: dict[str, Any], weights: dict[str, Any]) -> None:
+    train = config.get("train")
+    if isinstance(train, dict) and "bf16" in train:
+        train["precision"] = "bf16" if train.pop("bf16") else "fp32"
+
+
 #: ``_STEPS[v - 1]`` rewrites layout ``v`` into ``v + 1``
-_STEPS: list[Callable[[dict[str, Any], dict[str, Any]], None]] = [_v1_to_v2]
+_STEPS: list[Callable[[dict[str, Any], dict[str, Any]], None]] = [_v1_to_v2, _v2_to_v3]

@@ -38,6 +38,7 @@ the plain module, which checkpoints save.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -67,6 +68,7 @@ from attnlab.lab.train.init import init_from_checkpoint
 from attnlab.lab.train.interrupt import StopOnSignal
 from attnlab.lab.train.metrics_log import write_metrics_csv, write_metrics_json
 from attnlab.lab.train.optim import build_optimizer
+from attnlab.lab.train.precision import choose_precision
 from attnlab.lab.train.result import TrainResult
 from attnlab.lab.train.resume import (
     find_resume_checkpoint,
@@ -149,6 +151,11 @@ class Trainer:
             raise
 
     def _build(self, resume: bool) -> None:
+        # ``auto`` resolved first, and saved so: evaluation and --resume see what ran
+        self.precision = choose_precision(self.cfg.train.precision, self.device)
+        if self.cfg.train.precision != self.precision.name:
+            train = dataclasses.replace(self.cfg.train, precision=self.precision.name)
+            self.cfg = dataclasses.replace(self.cfg, train=train)
         task, cfg, tc = self.task, self.cfg, self.cfg.train
         ckpt = find_resume_checkpoint(self.out_dir / LAST, cfg, self.env, resume=resume)
         if ckpt is not None:
@@ -245,9 +252,10 @@ class Trainer:
             if s.history:  # resumed: rows after the checkpoint (if any) are dropped
                 write_metrics_csv(self.out_dir / "metrics.csv", s.history)
             logger.info(
-                "training %s: %d parameters, %d steps (%d per epoch), world size %d, device %s",
-                self.task.name, self.num_parameters, self.total_steps, self.steps_per_epoch,
-                self.env.world_size, self.device,
+                "training %s: %d parameters, %d steps (%d per epoch), world size %d, device %s, "
+                "%s (%s)", self.task.name, self.num_parameters, self.total_steps,
+                self.steps_per_epoch, self.env.world_size, self.device, self.precision.name,
+                self.precision.reason,
             )  # fmt: skip
         bar = tqdm(
             total=self.total_steps, initial=s.step, desc=self.task.name, unit="step",
