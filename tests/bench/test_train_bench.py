@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
-from tests.train.toy_task import ToyTask  # noqa: F401  (registers "toy")
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the toy task
 from attnlab.lab.bench.train import (
     CATEGORIES,
     DATA,
@@ -21,6 +23,7 @@ from attnlab.lab.bench.train import (
 from attnlab.lab.cli import main
 from attnlab.lab.train import Trainer
 from attnlab.lab.train.config import resolve_config
+from train.toy_task import ToyTask  # noqa: E402, F401  (registers "toy", as tests/train does)
 
 TOY = [
     "--task_options.mode=tag",
