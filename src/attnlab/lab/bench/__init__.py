@@ -6,7 +6,8 @@ path, never the other way round.
 * :mod:`~attnlab.lab.bench.measure`: :func:`time_call` (the one timer, on
   :class:`torch.utils.benchmark.Timer`), :func:`time_interleaved` (several calls timed in
   turns, for side-by-side ratios), :func:`peak_tensor_bytes` (peak live CPU tensor
-  bytes of a call), :func:`estimate_bytes` (a generous estimate used to skip what won't fit).
+  bytes of a call), :func:`matmul_peak` (FLOP/s of a square matmul in a dtype),
+  :func:`estimate_bytes` (a generous estimate used to skip what won't fit).
 * :mod:`~attnlab.lab.bench.attention`: :func:`bench_attention` (time and memory over sequence
   lengths, with crossovers against SDPA), :func:`approximation_errors`,
   :func:`bench_recurrent_linear`.
@@ -26,6 +27,7 @@ from attnlab.lab.bench.attention import (
 from attnlab.lab.bench.measure import (
     available_bytes,
     estimate_bytes,
+    matmul_peak,
     peak_tensor_bytes,
     time_call,
     time_interleaved,
@@ -40,6 +42,7 @@ __all__ = [
     "bench_recurrent_linear",
     "crossovers",
     "estimate_bytes",
+    "matmul_peak",
     "peak_tensor_bytes",
     "plot_bench",
     "scaled_options",

@@ -112,7 +112,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def bench_train_command(args: argparse.Namespace, rest: list[str]) -> int:
     """``attnlab bench train TASK [--variants ...] [--steps N] [--a.b=value ...]``."""
-    from attnlab.lab.bench.train import bench_train, print_train_table
+    from attnlab.lab.bench.train import bench_train
     from attnlab.lab.commands import normalize_overrides
 
     variants = [v.strip() for v in args.variants.split(",") if v.strip()] + args.variant
@@ -128,3 +128,36 @@ def bench_train_command(args: argparse.Namespace, rest: list[str]) -> int:
         out.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"wrote {out}")
     return 0
+
+
+def print_train_table(result: dict[str, Any], file: Any = None) -> None:
+    """The figures of :func:`~attnlab.lab.bench.train.bench_train` as two tables: speed,
+    then the profile."""
+    from attnlab.lab.bench.train import CATEGORIES, DATA, OTHER, PYTHON
+
+    m, unit = result["machine"], result["unit"]
+    w = max(13, *(len(name) + 2 for name in result["variants"]))
+    peaks = ", ".join(f"{k} {v / 1e9:.0f}" for k, v in result["matmul_peak_flops"].items())
+    out = [
+        f"{result['task']} {' '.join(result['options'])}".rstrip()
+        + f": {result['steps']} steps per variant in {result['rounds']} turns, "
+        f"{m['threads']} threads, {m['cpu']} ({' '.join(m['isa'])}); matmul peak GFLOP/s: {peaks}",
+        f"{'variant':<{w}}{'ex/s':>9}{unit + '/s':>11}{'x eager':>8}{'step ms':>9}{'data ms':>9}"
+        f"{'GFLOP/s':>9}{'% peak':>7}{'RSS MiB':>9}{'compile s':>10}",
+    ]
+    for name, f in result["variants"].items():
+        rss = "-" if f["peak_rss_mib"] is None else f"{f['peak_rss_mib']:.0f}"
+        comp = "-" if f["compile_s"] is None else f"{f['compile_s']:.1f}"
+        out.append(
+            f"{name:<{w}}{f['examples_per_s']:>9.1f}{f['units_per_s']:>11.0f}{f['speedup']:>8.2f}"
+            f"{f['step_ms']:>9.1f}{f['data_ms']:>9.1f}{f['flops_per_s'] / 1e9:>9.1f}"
+            f"{100 * f['share_of_peak']:>7.1f}{rss:>9}{comp:>10}"
+        )
+    profiled = {k: f["profile"] for k, f in result["variants"].items() if "profile" in f}
+    if profiled:
+        cats = [*(c for c, _ in CATEGORIES), OTHER, DATA, PYTHON]
+        out.append("share of a step's time (%): " + ", ".join(cats))
+        out.append(f"{'variant':<{w}}" + "".join(f"{c[:10]:>11}" for c in cats))
+        for name, p in profiled.items():
+            out.append(f"{name:<{w}}" + "".join(f"{100 * p.get(c, 0):>11.1f}" for c in cats))
+    print("\n".join(out), file=file)

@@ -21,6 +21,7 @@ import contextlib
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from attnlab.efficient.local import default_block
 __all__ = [
     "time_call",
     "time_interleaved",
+    "matmul_peak",
     "peak_tensor_bytes",
     "estimate_bytes",
     "available_bytes",
@@ -98,6 +100,23 @@ def time_interleaved(
         for name in order if r % 2 == 0 else order[::-1]:
             times[name].append(time_call(fns[name], min_time=min_time))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, min_time: float = 1.0) -> float:
+    """FLOP/s of a square matrix product in ``dtype`` on the CPU, with the caller's threads
+    (the peak a training step's FLOP/s are compared with): ``n x n x n``, or the first of 256,
+    512, ... that takes a quarter of a second (bfloat16 without bfloat16 instructions is
+    emulated, hundreds of times slower than float32), timed by :func:`time_call` for
+    ``min_time`` seconds (0: five calls)."""
+    size = 256
+    while True:
+        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+        t0 = time.perf_counter()
+        a @ b
+        if size >= n or time.perf_counter() - t0 > 0.25:
+            break
+        size *= 2
+    return 2 * size**3 / time_call(lambda: a @ b, min_time=min_time)
 
 
 def peak_tensor_bytes(fn: Callable[[], Any]) -> tuple[int, Any]:

@@ -40,12 +40,12 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnlab.lab.bench.measure import _quiet_stderr, time_call
+from attnlab.lab.bench.measure import _quiet_stderr, matmul_peak
 from attnlab.lab.train import Trainer
 from attnlab.lab.train.config import RunConfig, resolve_config
 from attnlab.lab.train.precision import cpu_flags, cpu_model
 
-__all__ = ["VARIANTS", "CATEGORIES", "bench_train", "categorize", "matmul_peak"]
+__all__ = ["VARIANTS", "CATEGORIES", "bench_train", "categorize"]
 
 #: variant name -> the train options it sets
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -100,22 +100,6 @@ def categorize(name: str) -> str:
         if pattern.search(name):
             return category
     return OTHER
-
-
-def matmul_peak(dtype: torch.dtype, n: int = 2048, min_time: float = 1.0) -> float:
-    """FLOP/s of a square matrix product in ``dtype`` on the CPU, with the caller's threads
-    (the peak a training step's FLOP/s are compared with): ``n x n x n``, or the first of 256,
-    512, ... that takes a quarter of a second (bfloat16 without bfloat16 instructions is
-    emulated, hundreds of times slower than float32)."""
-    size = 256
-    while True:
-        a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-        t0 = time.perf_counter()
-        a @ b
-        if size >= n or time.perf_counter() - t0 > 0.25:
-            break
-        size *= 2
-    return 2 * size**3 / time_call(lambda: a @ b, min_time=min_time)
 
 
 def _reset_peak_rss() -> bool:
@@ -187,7 +171,7 @@ def _count_flops(trainer: Trainer, micros: list) -> tuple[float, float]:
     """``(FLOPs, units)`` of one training step's forward and backward on ``micros``."""
     task, model, feed = trainer.task, trainer.model, trainer.feed
     model.train()
-    flops, units = 0.0, 0.0
+    units = 0.0
     counter = FlopCounterMode(display=False)
     with counter:
         for batch, dummy in micros:
@@ -197,8 +181,7 @@ def _count_flops(trainer: Trainer, micros: list) -> tuple[float, float]:
             loss.float().backward()
             units += float(n)
     model.zero_grad(set_to_none=True)
-    flops = float(counter.get_total_flops())
-    return flops, units
+    return float(counter.get_total_flops()), units
 
 
 def _profile(variant: _Variant, steps: int) -> dict[str, float]:
@@ -388,7 +371,6 @@ def _figures(
     units = sum(v.units) / len(v.units)
     dtype = v.trainer.precision.name
     flops = flops_per_unit * units / per_step
-    steady = statistics.median(v.step_s)
     return {
         "step_ms": step * 1e3,
         "data_ms": data * 1e3,
@@ -398,38 +380,8 @@ def _figures(
         "flops_per_s": flops,
         "share_of_peak": flops / peaks[dtype] if peaks.get(dtype) else math.nan,
         "peak_rss_mib": v.peak_rss / 2**20 if rss and v.peak_rss else None,
-        "compile_s": max(sum(v.warmup_s) - steady * len(v.warmup_s), 0.0)
+        "compile_s": max(sum(v.warmup_s) - step * len(v.warmup_s), 0.0)
         if v.trainer.cfg.train.compile
         else None,
         "step_ms_spread": [min(v.step_s) * 1e3, max(v.step_s) * 1e3],
     }
-
-
-def print_train_table(result: dict[str, Any], file: Any = None) -> None:
-    """The figures of :func:`bench_train` as two tables: speed, then the profile."""
-    m, unit = result["machine"], result["unit"]
-    w = max(13, *(len(name) + 2 for name in result["variants"]))
-    peaks = ", ".join(f"{k} {v / 1e9:.0f}" for k, v in result["matmul_peak_flops"].items())
-    out = [
-        f"{result['task']} {' '.join(result['options'])}".rstrip()
-        + f": {result['steps']} steps per variant in {result['rounds']} turns, "
-        f"{m['threads']} threads, {m['cpu']} ({' '.join(m['isa'])}); matmul peak GFLOP/s: {peaks}",
-        f"{'variant':<{w}}{'ex/s':>9}{unit + '/s':>11}{'x eager':>8}{'step ms':>9}{'data ms':>9}"
-        f"{'GFLOP/s':>9}{'% peak':>7}{'RSS MiB':>9}{'compile s':>10}",
-    ]
-    for name, f in result["variants"].items():
-        rss = "-" if f["peak_rss_mib"] is None else f"{f['peak_rss_mib']:.0f}"
-        comp = "-" if f["compile_s"] is None else f"{f['compile_s']:.1f}"
-        out.append(
-            f"{name:<{w}}{f['examples_per_s']:>9.1f}{f['units_per_s']:>11.0f}{f['speedup']:>8.2f}"
-            f"{f['step_ms']:>9.1f}{f['data_ms']:>9.1f}{f['flops_per_s'] / 1e9:>9.1f}"
-            f"{100 * f['share_of_peak']:>7.1f}{rss:>9}{comp:>10}"
-        )
-    profiled = {k: f["profile"] for k, f in result["variants"].items() if "profile" in f}
-    if profiled:
-        cats = [*(c for c, _ in CATEGORIES), OTHER, DATA, PYTHON]
-        out.append("share of a step's time (%): " + ", ".join(cats))
-        out.append(f"{'variant':<{w}}" + "".join(f"{c[:10]:>11}" for c in cats))
-        for name, p in profiled.items():
-            out.append(f"{name:<{w}}" + "".join(f"{100 * p.get(c, 0):>11.1f}" for c in cats))
-    print("\n".join(out), file=file)

@@ -48,6 +48,7 @@ class Feed:
     def __init__(self, task: Task, train: list, tc: TrainConfig, env: DistEnv) -> None:
         self.task, self.train, self.tc, self.env = task, train, tc, env
         self.device = env.device
+        self.bf16 = choose_precision(tc.precision, self.device).bf16
         self.collate = PaddedCollate(task.collate, pad_multiple_of(tc.compile, tc.pad_multiple))
         needs_costs = tc.batch_tokens or tc.bucket
         self.costs = [task.batch_size_of(ex) for ex in train] if needs_costs else None
@@ -97,8 +98,7 @@ class Feed:
     def autocast(self) -> contextlib.AbstractContextManager:
         """bfloat16 autocast of the forward pass if ``train.precision`` is ``bf16``, else a
         no-op."""
-        bf16 = choose_precision(self.tc.precision, self.device).bf16
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
         """``batch`` with its tensors on the device."""
