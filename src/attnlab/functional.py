@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import dropout as drop
 from .masks import Mask, check_mask, check_pair_shape, live_keys
 from .numerics import at_least_float32, masked_softmax, safe_max, zero_dead_keys
 from .registry import Registry
@@ -367,7 +368,7 @@ def attend(
     if bias is not None:
         s = s + bias
     w = get_normalize(normalize)(s, mask)  # float32, (b, h, i, j)
-    a = F.dropout(w, dropout, training=True) if training and dropout > 0 else w
+    a = drop(w, dropout, training)
     out = a.to(v.dtype) @ v  # (b, h, i, e)
     # Under autocast the weights stay in float32, as autocast's own softmax returns them;
     # cast to bf16 their rows would no longer sum to one (bf16 has 8 bits of mantissa).

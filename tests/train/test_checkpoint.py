@@ -13,6 +13,7 @@ from attnlab.lab.train import (
     save_checkpoint,
 )
 from attnlab.lab.train.checkpoint import config_changes, find_checkpoint
+from attnlab.lab.train.precision import choose_precision
 
 from .helpers import Crash, CrashingToy, assert_same_tensors, run, strip_timing
 
@@ -120,13 +121,19 @@ def test_resume_without_checkpoint_is_an_error(tmp_path):
     assert run(tmp_path, "--train.epochs=1").steps == 6  # without --resume: a new run
 
 
+def run_precision(cfg):
+    """The autocast the run evaluated under (bf16 where ``precision=auto`` chose it)."""
+    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+
 def test_load_for_inference(tmp_path):
     result = run(tmp_path, "--train.epochs=2", mode="tag")
     task, model, cfg = load_for_inference(tmp_path, setup=True)
     assert not model.training and cfg.task == "toy" and cfg.task_options.mode == "tag"
     assert task.tokens is not None and task.unit == "tok"
     test = task.splits()["test"]
-    with torch.no_grad():
+    with torch.no_grad(), run_precision(cfg):
         metrics = task.evaluate(model, [task.collate(test[i : i + 16]) for i in range(0, 32, 16)])
     assert metrics == pytest.approx(result.test)
     # Without setup: vocabularies from the checkpoint suffice to predict.
@@ -159,9 +166,9 @@ def test_an_averaged_checkpoint_loads_for_inference_and_records_its_members(tmp_
     ckpt = load_checkpoint(tmp_path / "avg.pt")
     assert [m["step"] for m in ckpt["averaged"]] == [result.best_step] * 2
     assert "optimizer" not in ckpt  # for evaluation, not for resuming
-    task, model, _ = load_for_inference(tmp_path / "avg.pt", setup=True)
+    task, model, cfg = load_for_inference(tmp_path / "avg.pt", setup=True)
     test = task.splits()["test"]
-    with torch.no_grad():
+    with torch.no_grad(), run_precision(cfg):
         metrics = task.evaluate(model, [task.collate(test[i : i + 16]) for i in range(0, 32, 16)])
     assert metrics == pytest.approx(result.test)
 

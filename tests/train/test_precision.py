@@ -46,6 +46,9 @@ def test_an_unknown_precision_names_the_option():
         choose_precision("fp16", "cpu")
 
 
+AUTO = "--train.precision=auto"  # the toy config pins fp32
+
+
 @pytest.mark.parametrize("flags, expected", [({"avx2"}, "fp32"), ({"avx512_bf16"}, "bf16")])
 def test_the_trainer_runs_and_saves_what_auto_picked(
     tmp_path, monkeypatch, caplog, flags, expected
@@ -60,7 +63,7 @@ def test_the_trainer_runs_and_saves_what_auto_picked(
 
     monkeypatch.setattr(torch, "autocast", spy)
     with caplog.at_level(logging.INFO, logger="attnlab"):
-        run(tmp_path, "--train.epochs=1")
+        run(tmp_path, AUTO, "--train.epochs=1")
     saved = json.loads((tmp_path / "config.json").read_text())["train"]["precision"]
     assert saved == expected
     assert seen and all(e == (expected == "bf16") for e in seen)
@@ -68,8 +71,8 @@ def test_the_trainer_runs_and_saves_what_auto_picked(
 
 
 def test_resuming_an_auto_run_sees_no_change_of_precision(tmp_path, caplog):
-    run(tmp_path, "--train.max_steps=4")
+    run(tmp_path, AUTO, "--train.max_steps=4")
     with caplog.at_level(logging.WARNING, logger="attnlab"):
-        run(tmp_path, "--train.max_steps=8", resume=True)
+        run(tmp_path, AUTO, "--train.max_steps=8", resume=True)
     changed = [r.getMessage() for r in caplog.records if "changed config" in r.getMessage()]
     assert changed and all("precision" not in m for m in changed)  # max_steps only

@@ -197,5 +197,8 @@ def toy_config(out_dir, *overrides: str, mode: str = "classify"):
         "--train.device=cpu",
         "--train.log_every=0",
         "--train.warmup_steps=2",
+        # The trainer's mechanics to tight tolerances, alike on every CPU (precision=auto would
+        # pick bf16 where the CPU has AVX512_BF16); tests of precision set it themselves.
+        "--train.precision=fp32",
     ]
     return apply_overrides(cfg, [*base, *overrides])

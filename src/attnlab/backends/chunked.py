@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from ..dropout import dropout
 from ..functional import key_counts
 from ..numerics import at_least_float32, safe_max
 from .base import BACKENDS, Backend, Problem
@@ -98,13 +98,13 @@ class ChunkedBackend(Backend):
                 e = torch.exp(s - new_max)  # (b, h, iq, jk)
                 rescale = torch.exp(run_max - new_max)
                 run_sum = run_sum * rescale + e.sum(-1, keepdim=True)
-                e = F.dropout(e, p.dropout) if p.dropout > 0 else e
+                e = dropout(e, p.dropout)
                 acc = acc * rescale + e @ vt
                 run_max = new_max
             else:
                 w = p.normalize.weights(s, counts)
                 w = w if m is None else w.masked_fill(~m, 0.0)
-                w = F.dropout(w, p.dropout) if p.dropout > 0 else w
+                w = dropout(w, p.dropout)
                 acc = acc + w @ vt
         if softmax:
             acc = acc / run_sum.clamp_min(torch.finfo(acc.dtype).tiny)

@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from ..dropout import dropout as drop
 from ..functional import DotScore, get_normalize, get_score
 from ..numerics import at_least_float32
 
@@ -234,6 +234,6 @@ def edge_attention(
         w = norm.weights(at_least_float32(s), counts.view(-1, 1, 1))
     else:
         w = edge_softmax(s, dst, n)
-    a = F.dropout(w, dropout, training=True) if training and dropout > 0 else w
+    a = drop(w, dropout, training)
     out = edge_aggregate(vn, a, src, dst, n)  # (n, b, h, e)
     return EdgeAttentionOutput(out.permute(1, 2, 0, 3), w.to(q.dtype))

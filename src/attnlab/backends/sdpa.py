@@ -1,6 +1,11 @@
 """The ``sdpa`` backend: ``F.scaled_dot_product_attention`` (a fused flash kernel on CPU), for
 dot-product scores with softmax.
 
+With attention dropout on a CPU, PyTorch's flash kernel does not apply: SDPA runs its math path
+(every weight materialised, a ``bernoulli_`` mask drawn over them). That is the reference
+computation, :func:`~attnlab.functional.attend`, which this backend then runs itself, with
+:mod:`attnlab.dropout`'s mask at a quarter of the cost.
+
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
 """
 
@@ -12,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional import Normalization, Score
+from ..dropout import fast_path
+from ..functional import Normalization, Score, attend
 from ..masks import Causal
 from .base import BACKENDS, Backend, Problem
 
@@ -69,6 +75,12 @@ class SDPABackend(Backend):
         return reason
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        if p.dropout > 0 and fast_path(p.q):  # SDPA's math path (module docstring)
+            out, _ = attend(
+                p.q, p.k, p.v, score=p.score, normalize=p.normalize, mask=p.mask, bias=p.bias,
+                dropout=p.dropout, training=True, q_offset=p.q_offset,
+            )  # fmt: skip
+            return out, None
         if _float32_on_cpu(p):
             up = replace(p, q=p.q.float(), k=p.k.float(), v=p.v.float())
             with torch.autocast("cpu", enabled=False):  # autocast would cast back down

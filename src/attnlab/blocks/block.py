@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..attention import KVCache, MultiHeadAttention
 from ..attention_config import AttentionConfig
+from ..dropout import Dropout
 from ..efficient.linear import RecurrentCache
 from ..masks import Mask
 from ..positional.base import PositionalEncoding
@@ -145,7 +146,7 @@ class TransformerBlock(nn.Module):
             self.cross_norm = norm_layer(dim)
         self.ff = ff_layer(dim, **ff_kwargs(ff_layer, ff_hidden, dropout))
         self.ff_norm = norm_layer(dim)
-        self.drop = nn.Dropout(dropout)  # on each residual branch
+        self.drop = Dropout(dropout)  # on each residual branch
 
     def self_attention_mask(self, mask: Tensor | Mask | None) -> Tensor | Mask | None:
         """The self-attention mask: ``mask``, and with ``causal`` ``masks.causal() & mask``.

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ..dropout import Dropout
+
 __all__ = ["FeedForward"]
 
 
@@ -62,7 +64,7 @@ class FeedForward(nn.Module):
         # Gated: one matrix computes [x W_a; x W_g] (the value half first, then the gate).
         self.fc1 = nn.Linear(dim, 2 * hidden if gated else hidden, bias=bias)
         self.act = activation()
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.fc2 = nn.Linear(hidden, dim, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from ..dropout import Dropout
 from ..positional.base import PositionalEncoding
 from .block import TransformerBlock, _check_positional
 
@@ -65,7 +66,7 @@ class BlockStack(nn.Module):
             for _ in range(depth)
         )
         self.positional = positional
-        self.input_dropout = nn.Dropout(dropout)
+        self.input_dropout = Dropout(dropout)
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = norm_layer(dim) if final_norm else None
 

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..backends.edge_ops import edge_aggregate, edge_softmax
+from ..dropout import dropout
 from .edges import EdgeCache, SortedEdges, add_self_loops, check_dtype, check_node_features
 
 __all__ = ["GATConv", "GATv2Conv"]
@@ -251,7 +252,7 @@ class GATConv(_GraphAttention):
         if ea is not None:
             alpha = alpha + (self._edge_features(ea) * self.att_edge).sum(-1)
         alpha = edge_softmax(F.leaky_relu(alpha, self.negative_slope), dst, n)
-        alpha = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
+        alpha = dropout(alpha, self.dropout, self.training)
         out = edge_aggregate(h, alpha, src, dst, n)  # (n, H, C)
         return self._finish(out, edges, alpha, return_attention_weights)
 
@@ -327,6 +328,6 @@ class GATv2Conv(_GraphAttention):
             z = z + self._edge_features(ea)
         alpha = (F.leaky_relu(z, self.negative_slope) * self.att).sum(-1)  # (E, H)
         alpha = edge_softmax(alpha, dst, n)
-        alpha = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
+        alpha = dropout(alpha, self.dropout, self.training)
         out = edge_aggregate(x_l, alpha, src, dst, n)  # (n, H, C)
         return self._finish(out, edges, alpha, return_attention_weights)

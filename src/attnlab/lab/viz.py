@@ -122,7 +122,7 @@ def attention_figure(
     norm = Normalize(vmin=0.0, vmax=max(max(float(w.max()) for _, _, w in panels), 1e-6))
     for r, c, w in panels:
         ax = axes[rows.index(r)][cols.index(c)]
-        image = ax.imshow(w.numpy(), cmap="viridis", norm=norm, aspect="equal",
+        image = ax.imshow(w.float().numpy(), cmap="viridis", norm=norm, aspect="equal",
                           interpolation="nearest")  # fmt: skip
         ax.set_title(f"layer {r + 1}, head {c + 1}", fontsize=9)
         # tokens and axis names on the outer panels only: every panel has the same axes

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attnlab.dropout import Dropout
 from attnlab.lab.models.encoders import ENCODERS, SequenceEncoder, valid_positions
 
 __all__ = ["FCEncoder", "CNNEncoder", "RNNEncoder"]
@@ -74,7 +75,7 @@ class FCEncoder(SequenceEncoder):
         layers: list[nn.Module] = []
         width = context * dim
         for _ in range(depth):
-            layers += [nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout)]
+            layers += [nn.Linear(width, hidden), nn.ReLU(), Dropout(dropout)]
             width = hidden
         self.mlp = nn.Sequential(*layers)
 
@@ -138,7 +139,7 @@ class CNNEncoder(SequenceEncoder):
             for i in range(depth)
         )
         self.norms = nn.ModuleList(nn.LayerNorm(channels) for _ in range(depth))
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def encode(self, x: Tensor, lengths: Tensor, *, need_weights: bool) -> tuple[Tensor, None]:
         valid = valid_positions(lengths, x.shape[1]).unsqueeze(-1)  # (b, n, 1)

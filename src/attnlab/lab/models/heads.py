@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from torch import Tensor, nn
 
+from attnlab.dropout import Dropout
 from attnlab.lab.models.pooling import POOLINGS
 
 __all__ = ["HeadOutput", "TokenHead", "SequenceHead"]
@@ -44,7 +45,7 @@ class TokenHead(nn.Module):
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.dim, self.num_labels = dim, num_labels
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.proj = nn.Linear(dim, num_labels)
 
     def forward(self, hidden: Tensor, lengths: Tensor) -> HeadOutput:
@@ -82,7 +83,7 @@ class SequenceHead(nn.Module):
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.dim, self.num_labels = dim, num_labels
         self.pool = POOLINGS.get(pooling)(dim) if isinstance(pooling, str) else pooling
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.proj = nn.Linear(dim, num_labels)
 
     def forward(self, hidden: Tensor, lengths: Tensor) -> HeadOutput:

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.dropout import Dropout
 from attnlab.lab.models.batch import WORD_SHAPES
 from attnlab.lab.models.chars import CharCNN
 from attnlab.lab.models.vocab import PAD_ID, UNK_ID
@@ -179,7 +180,7 @@ class EmbeddingInput(nn.Module):
         )
         width = dim + (self.chars.out_dim if self.chars else 0) + shape_dim
         self.proj = nn.Linear(width, dim) if width != dim else None
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         tokens = _tokens(batch)  # (b, n)

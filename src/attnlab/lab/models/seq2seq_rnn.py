@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab import masks
+from attnlab.dropout import Dropout
 from attnlab.functional import AdditiveScore, attend
 from attnlab.lab.models.seq2seq_types import DecodeOutput, Memory
 
@@ -74,7 +75,7 @@ class LSTMSeq2Seq(nn.Module):
                                dropout=dropout if decoder_depth > 1 else 0.0)  # fmt: skip
         self.score = AdditiveScore(head_dim=dim, heads=1)
         self.combine = nn.Linear(2 * dim, dim)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.out = nn.Linear(dim, tgt_vocab, bias=False)
         if tie_embeddings:
             self.out.weight = self.tgt_embed.weight

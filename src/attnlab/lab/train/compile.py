@@ -25,10 +25,12 @@ With dropout the padded batch draws more random numbers (the masks differ, not t
 
 Random numbers on CPU: Inductor's in-kernel generator (a Philox draw per element, in scalar
 code) costs about three times ATen's vectorised ``bernoulli_`` there, so on CPU the compiled
-model keeps ATen's dropout (Inductor's ``fallback_random``). Its draws then come from the same
-generator, in the same order, as eager dropout: a compiled CPU run equals the eager run with
-dropout too (to float rounding), and resumes exactly. On CUDA, Inductor's fused Philox is the
-fast path and is kept: compiled runs are reproducible there, but draw other masks than eager.
+model keeps ATen's dropout (Inductor's ``fallback_random``): ``F.dropout``'s draws from torch's
+generator. The eager models draw :mod:`attnlab.dropout`'s cheaper masks instead (four 16-bit
+draws per 64-bit number; ``torch.compile`` cannot trace that draw at dynamic sizes), so a
+compiled CPU run draws other masks than the eager run, of the same law: it is reproducible and
+resumes exactly, and without dropout it equals the eager run to float rounding. On CUDA,
+Inductor's fused Philox is the fast path and is kept.
 
 DDP: the *wrapped* module is compiled (``torch.compile(DistributedDataParallel(model))``, as
 PyTorch recommends), so Dynamo's DDP optimizer splits the graph at the gradient buckets and the

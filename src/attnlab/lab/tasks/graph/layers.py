@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab.dropout import dropout
 from attnlab.graph import (
     GATConv,
     add_self_loops,
@@ -61,11 +62,11 @@ def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     if x.is_sparse:
         x = x.coalesce()
-        values = F.dropout(x.values(), p, True)  # same pattern: no need to re-check it
+        values = dropout(x.values(), p)  # same pattern: no need to re-check it
         return torch.sparse_coo_tensor(
             x.indices(), values, x.shape, check_invariants=False, is_coalesced=True
         )
-    return F.dropout(x, p, True)
+    return dropout(x, p)
 
 
 class OriginalGATConv(GATConv):
@@ -120,14 +121,14 @@ class OriginalGATConv(GATConv):
             return self.lin(x).view(n, H, C)
         weight = self.lin.weight.view(H, C, -1)  # (H, C, F)
         if not x.is_sparse:
-            heads = [F.linear(F.dropout(x, self.input_dropout, True), weight[k]) for k in range(H)]
+            heads = [F.linear(dropout(x, self.input_dropout), weight[k]) for k in range(H)]
             return torch.stack(heads, dim=1)  # (n, H, C)
         # Sparse x (Planetoid's ~1% non-zero features): one mask per stored entry and head, and
         # the product as a gather / scatter over the entries, O(nnz * H * C): H sparse matmuls
         # (and their backward) took half of a training step.
         x = x.coalesce()
         rows, cols = x.indices()  # (nnz,) each
-        keep = F.dropout(x.values().new_ones(cols.shape[0], H), self.input_dropout, True)
+        keep = dropout(x.values().new_ones(cols.shape[0], H), self.input_dropout)
         scaled = x.values().unsqueeze(1) * keep  # (nnz, H): entry value, dropped per head
         rows_of_w = self.lin.weight.t().contiguous()  # (F, H*C): a contiguous gather
         msg = rows_of_w.index_select(0, cols).view(-1, H, C) * scaled.unsqueeze(-1)  # (nnz, H, C)
@@ -151,8 +152,8 @@ class OriginalGATConv(GATConv):
             a_src, a_dst = a_src + self.score_bias[0], a_dst + self.score_bias[1]
         scores = F.leaky_relu(a_src[src] + a_dst[dst], self.negative_slope)  # (E, H)
         alpha = edge_softmax(scores, dst, n)
-        dropped = F.dropout(alpha, self.dropout, self.training) if self.dropout > 0 else alpha
-        values = F.dropout(h, self.input_dropout, self.training) if self.input_dropout > 0 else h
+        dropped = dropout(alpha, self.dropout, self.training)
+        values = dropout(h, self.input_dropout, self.training)
         out = edge_aggregate(values, dropped, src, dst, n)  # (n, H, C)
         hc = self.heads * self.out_channels  # not -1: an empty graph has nothing to infer from
         out = out.reshape(n, hc) if self.concat else out.mean(dim=1)  # (n, H*C | C)

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention_config import AttentionConfig
+from attnlab.dropout import dropout
 from attnlab.lab.tasks.graph.layers import OriginalGATConv, feature_dropout
 
 __all__ = ["GraphModelConfig", "NodeOutput", "build_node_model", "MODEL_KINDS"]
@@ -151,7 +152,7 @@ class MLP(NodeModel):
 
     def layers(self, batch, *, need_weights):
         h = F.elu(self.fc1(feature_dropout(batch["x"], self.p, self.training)))
-        return self.fc2(F.dropout(h, self.p, self.training)), []
+        return self.fc2(dropout(h, self.p, self.training)), []
 
 
 class ConvNet(NodeModel):
@@ -185,7 +186,7 @@ class ConvNet(NodeModel):
             else:
                 h = conv(h, edges)
             if i == 0:
-                h = F.dropout(F.elu(h), self.p, self.training)
+                h = dropout(F.elu(h), self.p, self.training)
         return h, attention
 
 
@@ -230,14 +231,14 @@ class AttentionNet(NodeModel):
         h = h.unsqueeze(0)  # (1, n, width): the graph is one sequence
         attention = []
         for i, attn in enumerate((self.attn1, self.attn2)):
-            res = attn(F.dropout(h, self.p, self.training), mask=mask, need_weights=need_weights)
+            res = attn(dropout(h, self.p, self.training), mask=mask, need_weights=need_weights)
             # Without edges, attention averages over all nodes: a node's own features reach
             # the output only through a residual connection (as in a Transformer block).
             out = h + res.out if self.full else res.out
             h = F.elu(out) if i == 0 else out
             if need_weights:
                 attention.append(_edge_weights(res.weights[0], edges, n))
-        return self.out(F.dropout(h[0], self.p, self.training)), attention
+        return self.out(dropout(h[0], self.p, self.training)), attention
 
 
 def _edge_weights(weights: Tensor, edges: Tensor, n: int) -> tuple[Tensor, Tensor]:

@@ -99,9 +99,9 @@ def draw_image_attention(
     fig = Figure(figsize=(2.0 * len(panels), 2.5))
     for i, (name, img, heat) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
-        ax.imshow(img.numpy(), cmap="gray", vmin=0, vmax=1)
+        ax.imshow(img.float().numpy(), cmap="gray", vmin=0, vmax=1)
         if heat is not None:
-            ax.imshow(heat.numpy(), cmap="inferno", alpha=0.6)
+            ax.imshow(heat.float().numpy(), cmap="inferno", alpha=0.6)
         if q is not None and q >= res.prefix and heat is not None:
             r, c = divmod(q - res.prefix, res.grid[1])
             ax.scatter([(c + 0.5) * size[1] / res.grid[1] - 0.5],

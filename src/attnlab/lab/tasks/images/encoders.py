@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from attnlab import masks
 from attnlab.blocks import TransformerEncoder, TrunkConfig
+from attnlab.dropout import Dropout
 from attnlab.positional import GRID_POSITIONAL
 
 __all__ = [
@@ -308,7 +309,7 @@ class CNNImageEncoder(nn.Module):
         super().__init__()
         widths = list(cfg.channels)
         self.features = nn.Sequential(*_stages(1, widths, 2, pools=len(widths) - 1))
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.dim = widths[-1]
 
     def forward(self, x: Tensor, *, need_weights: bool = False) -> EncodedImage:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from attnlab.dropout import Dropout
 from attnlab.lab.images import RandomCropFlip
 from attnlab.lab.tasks.images.encoders import ImageEncoderConfig, PatchesConfig, build_image_encoder
 
@@ -66,7 +67,7 @@ class ImageModel(nn.Module):
         super().__init__()
         self.augment = augment
         self.encoder = encoder
-        self.head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(encoder.dim, num_classes))
+        self.head = nn.Sequential(Dropout(head_dropout), nn.Linear(encoder.dim, num_classes))
         self.size = None if size is None else (int(size[0]), int(size[1]))
 
     def _check_images(self, x: object) -> Tensor:

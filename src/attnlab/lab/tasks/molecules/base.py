@@ -290,7 +290,7 @@ class MoleculeTask(Task, TaskCommands):
         value = float(out_.prediction[0]) * self.std + (self.mean or 0.0)
         title = f"{title}\npredicted {self.property_name}: {value:.2f} {self.units}".strip()
         return molecule_attention_figure(
-            input.mol, shade.numpy(), matrix.numpy(), out, title=title,
+            input.mol, shade.float().numpy(), matrix.float().numpy(), out, title=title,
             weights_label=shade_label, matrix_label=f"attention, {which}",
         )  # fmt: skip
 

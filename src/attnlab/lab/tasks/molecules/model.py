@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from attnlab import masks
 from attnlab.blocks import TransformerEncoder, TrunkConfig
+from attnlab.dropout import Dropout
 from attnlab.efficient import KERNELS
 from attnlab.lab.chem import UNREACHABLE
 from attnlab.lab.models.pooling import POOLINGS
@@ -152,7 +153,7 @@ class MoleculeModel(nn.Module):
         self.distance_bias = DistanceBias(c.heads, c.max_distance) if c.structure == "spd" else None
         self.pool = POOLINGS.get(c.pooling)(c.dim)
         self.out = nn.Sequential(
-            nn.Linear(c.dim, c.dim), nn.GELU(), nn.Dropout(c.dropout), nn.Linear(c.dim, 1)
+            nn.Linear(c.dim, c.dim), nn.GELU(), Dropout(c.dropout), nn.Linear(c.dim, 1)
         )
 
     def attention_mask(self, distances: Tensor, lengths: Tensor) -> masks.Mask:

@@ -48,7 +48,7 @@ def draw_speech(
     rows = 1 + len(panels) + (1 if pool is not None and pool.dim() == 2 else 0)
     fig, axes = plt.subplots(rows, 1, figsize=(7, 1.7 * rows + 0.6), sharex=True, squeeze=False)
     axes = axes[:, 0]
-    axes[0].imshow(feats[0, :n].T.numpy(), origin="lower", aspect="auto", cmap="magma",
+    axes[0].imshow(feats[0, :n].T.float().numpy(), origin="lower", aspect="auto", cmap="magma",
                    extent=(0, seconds, 0, feats.shape[-1]))  # fmt: skip
     axes[0].set_ylabel("mel bin")
     axes[0].set_title(title or Path(utterance.name).name, fontsize=9)

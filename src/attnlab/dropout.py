@@ -1,0 +1,120 @@
+r"""Dropout whose mask costs a quarter of PyTorch's on a CPU: four 16-bit draws per 64-bit number.
+
+Dropout (Srivastava et al. 2014) keeps each element with probability :math:`1 - p` and scales
+what it keeps by :math:`1 / (1 - p)`, so that its expectation is the input:
+
+.. math::
+    \mathrm{dropout}(x)_t = \frac{m_t\, x_t}{1 - p}, \qquad m_t \sim \mathrm{Bernoulli}(1 - p).
+
+On a CPU, PyTorch draws that mask with ``bernoulli_``: one call of the Mersenne twister per
+element, on one thread (MKL's vectorised generator is used on Intel processors only). In the
+lab's training steps it took 13-27% of the step (BENCHMARKS.md, "Training speed"), more than all
+the matrix products of a small tagger. Here each 64-bit draw of the same generator gives four
+16-bit numbers :math:`u_t`, uniform on :math:`\{0, \dots, 2^{16} - 1\}`, and
+
+.. math::
+    m_t = [\, u_t \ge \lfloor p\, 2^{16} \rceil \,],
+
+so the mask costs a quarter of the generator calls and one vectorised comparison. The drop
+probability is thereby :math:`p` rounded to a multiple of :math:`2^{-16}` (at most
+:math:`7.6 \cdot 10^{-6}` away), and the scale is :math:`1 / (1 - p_{16})` of that rounded
+:math:`p_{16}`, so the output's expectation is still exactly the input.
+
+The draws come from torch's generator (``torch.manual_seed`` seeds them, a saved RNG state
+replays them) but are not the ones ``F.dropout`` makes: a run is reproducible, not identical to
+one made with ``nn.Dropout``. Elsewhere (CUDA, whose dropout is already fused; inside
+``torch.compile``, whose generated code draws its own masks in parallel) :func:`dropout` is
+``F.dropout``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Dropout", "dropout", "dropout_mask", "fast_path"]
+
+_PIECES = 4  # 16-bit numbers per 64-bit draw
+_LEVELS = 1 << 16
+
+
+def fast_path(x: Tensor) -> bool:
+    """Whether :func:`dropout` draws ``x``'s mask itself (a CPU tensor, outside
+    ``torch.compile``) rather than calling ``F.dropout``."""
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def dropout_mask(
+    shape: torch.Size | tuple[int, ...], p: float, *, generator: torch.Generator | None = None
+) -> tuple[Tensor, float]:
+    """A boolean keep-mask of ``shape`` on the CPU (True = keep, with probability
+    :math:`1 - p_{16}`) and the scale :math:`1 / (1 - p_{16})` that makes the kept values
+    unbiased (module docstring).
+
+    Args:
+        shape: the mask's shape.
+        p: the drop probability, in ``[0, 1)``.
+        generator: the random generator (default: torch's global CPU generator).
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"p: a drop probability in [0, 1), got {p!r}")
+    count = 1
+    for size in shape:
+        count *= size
+    drop_levels = min(round(p * _LEVELS), _LEVELS - 1)  # u < drop_levels is dropped
+    # The full 64-bit range (torch's default for int64, 0 to 2^63 - 1, leaves the top 16-bit
+    # piece one bit short); randint, not random_, which torch.compile cannot trace.
+    draws = torch.randint(
+        -(2**63), 2**63 - 1, (-(-count // _PIECES),), dtype=torch.int64, generator=generator
+    )
+    u = draws.view(torch.int16)[:count].view(shape)  # as signed: u - 2^15
+    keep = u >= drop_levels - _LEVELS // 2
+    return keep, _LEVELS / (_LEVELS - drop_levels)
+
+
+def dropout(
+    x: Tensor, p: float = 0.5, training: bool = True, *, generator: torch.Generator | None = None
+) -> Tensor:
+    """``F.dropout(x, p, training)``, with the mask of :func:`dropout_mask` where
+    :func:`fast_path` holds (module docstring).
+
+    Args:
+        x: any float tensor.
+        p: drop probability in ``[0, 1]`` (1 gives zeros, as ``F.dropout``).
+        training: apply dropout (else ``x`` is returned as it is).
+        generator: the random generator of the mask (default: torch's global CPU generator).
+
+    Shapes:
+        - x: any; output: the same.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p: a dropout probability in [0, 1], got {p!r}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0 or not fast_path(x):
+        return F.dropout(x, p, training=True)
+    keep, scale = dropout_mask(x.shape, p, generator=generator)
+    # x * keep * scale in one pass. This aten op is dropout's own backward, whose derivative is
+    # the same op on the gradient: autograd saves only the boolean mask, as F.dropout does.
+    return torch.ops.aten.native_dropout_backward(x, keep, scale)
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` with the mask of :func:`dropout` (a drop-in: same arguments, no state).
+
+    Args:
+        p: drop probability in ``[0, 1]`` (default 0.5).
+        inplace: refused when True (the mask is applied out of place).
+
+    Shapes:
+        - input: any; output: the same.
+    """
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        if inplace:
+            raise ValueError("inplace: not supported by attnlab's Dropout; use inplace=False")
+        super().__init__(p, inplace=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training)
