@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from attnlab.lab.models.vocab import CharVocabulary, Vocabulary
 
-__all__ = ["encode_batch", "word_shape", "WORD_SHAPES"]
+__all__ = ["encode_batch", "pad_ids", "word_shape", "WORD_SHAPES"]
 
 #: word-shape classes; id 0 is padding
 WORD_SHAPES = (
@@ -85,22 +86,29 @@ def encode_batch(
     b = len(sentences)
     n = max((len(s) for s in sentences), default=0)
     n = max(n, 1)  # keep (b, 1) for a batch of empty sentences; their length is 0
-    tokens = torch.zeros(b, n, dtype=torch.long)  # (b, n)
-    lengths = torch.tensor([len(s) for s in sentences], dtype=torch.long)  # (b,)
-    for i, s in enumerate(sentences):
-        tokens[i, : len(s)] = torch.tensor(vocab.encode(s), dtype=torch.long)
-    batch = {"tokens": tokens, "lengths": lengths}
+    lengths = [len(s) for s in sentences]
+    # Filled as numpy arrays and handed to torch once: a torch.tensor per word cost a
+    # thousand small copies per batch (16% of the pos tagger's step).
+    batch = {
+        "tokens": pad_ids([vocab.encode(s) for s in sentences], n),  # (b, n)
+        "lengths": torch.tensor(lengths, dtype=torch.long),  # (b,)
+    }
     if char_vocab is not None:
         words = [char_vocab.encode(s, max_chars=max_chars) for s in sentences]
         c = max((len(w) for s in words for w in s), default=1)
-        chars = torch.zeros(b, n, c, dtype=torch.long)  # (b, n, c)
+        chars = np.zeros((b, n, c), dtype=np.int64)  # (b, n, c)
         for i, s in enumerate(words):
             for t, w in enumerate(s):
-                chars[i, t, : len(w)] = torch.tensor(w, dtype=torch.long)
-        batch["chars"] = chars
+                chars[i, t, : len(w)] = w
+        batch["chars"] = torch.from_numpy(chars)
     if shapes:
-        shape_ids = torch.zeros(b, n, dtype=torch.long)  # (b, n)
-        for i, s in enumerate(sentences):
-            shape_ids[i, : len(s)] = torch.tensor([word_shape(t) for t in s], dtype=torch.long)
-        batch["shapes"] = shape_ids
+        batch["shapes"] = pad_ids([[word_shape(t) for t in s] for s in sentences], n)  # (b, n)
     return batch
+
+
+def pad_ids(rows: Sequence[Sequence[int]], width: int, *, fill: int = 0) -> Tensor:
+    """``(len(rows), width)`` long tensor of ``rows``, each padded with ``fill`` on the right."""
+    out = np.full((len(rows), width), fill, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return torch.from_numpy(out)

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from attnlab.lab.data import TAGGING_CORPORA, load_tagging
 from attnlab.lab.data.readers import read_tagging_file
+from attnlab.lab.models.batch import pad_ids
 from attnlab.lab.tasks.base import IGNORE_INDEX
 from attnlab.lab.tasks.text.base import TextTask, options_as, read_split_files
 
@@ -99,10 +100,8 @@ class PosTask(TextTask):
     def collate(self, examples: list) -> dict[str, Tensor]:
         batch = self.encode([tokens for tokens, _ in examples])
         index = {t: i for i, t in enumerate(self.labels)}
-        labels = torch.full(batch["tokens"].shape, IGNORE, dtype=torch.long)  # (b, n)
-        for i, (_, tags) in enumerate(examples):
-            labels[i, : len(tags)] = torch.tensor([index[t] for t in tags], dtype=torch.long)
-        batch["labels"] = labels
+        labels = [[index[t] for t in tags] for _, tags in examples]
+        batch["labels"] = pad_ids(labels, batch["tokens"].shape[1], fill=IGNORE)  # (b, n)
         return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
