@@ -21,6 +21,7 @@ SCRIPT = Path(__file__).with_name("cli_toy.py")
 OPTIONS = [
     "--train.epochs=3", "--train.batch_size=16", "--train.lr=1e-2", "--train.device=cpu",
     "--train.log_every=0", "--train.warmup_steps=2", "--model.encoder.dropout=0.3",
+    "--train.precision=fp32",
 ]  # fmt: skip
 
 
