@@ -62,6 +62,18 @@ def test_the_settings_reach_the_encoder():
     assert build_encoder(CNNEncoderConfig(hidden=12), dim=8).out_dim == 12
 
 
+@pytest.mark.parametrize("kind", ["transformer", "cnn-attention"])
+@pytest.mark.parametrize("attention_dropout, want", [(None, 0.1), (0.0, 0.0), (0.3, 0.3)])
+def test_attention_dropout_reaches_every_attention_layer(kind, attention_dropout, want):
+    """It was dropped on the way: --model.encoder.attention_dropout=0 left 0.1 on the weights."""
+    config_cls, _ = BUILT[kind]
+    extra = {"maps": 4, "heads": 2} if kind == "cnn-attention" else {}
+    cfg = config_cls(depth=2, dropout=0.1, attention_dropout=attention_dropout, **extra)
+    enc = build_encoder(cfg, dim=16)
+    layers = [m for m in enc.modules() if type(m).__name__ == "MultiHeadAttention"]
+    assert len(layers) == 2 and all(m.dropout == want for m in layers)
+
+
 def test_switch_kind_keeps_the_shared_fields():
     cfg = TransformerEncoderConfig(depth=3, dropout=0.3, heads=8)
     assert cfg.switch_kind("cnn") == CNNEncoderConfig(depth=3, dropout=0.3)

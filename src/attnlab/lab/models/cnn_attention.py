@@ -48,11 +48,13 @@ class ConvAttentionEncoder(SequenceEncoder):
         depth: Transformer blocks over the convolution features; 0 = Kim's CNN alone.
         heads: attention heads; must divide ``len(widths) * maps``.
         ff_hidden: feed-forward hidden width (None: 4 x the feature width).
-        dropout: dropout in the blocks (and on the attention weights) during training.
+        dropout: dropout in the blocks during training (and on the attention weights, unless
+            ``attention_dropout`` is set).
         positional: positional encoding of the blocks (a name of
             :data:`~attnlab.positional.POSITIONAL`), or None: the convolutions already see
             word order within their windows.
         attention: the attention maths (default exact scaled-dot softmax).
+        attention_dropout: dropout on the attention weights (None: ``dropout``).
 
     Shapes:
         - x: ``(b, n, dim)``; lengths: ``(b,)``
@@ -73,6 +75,7 @@ class ConvAttentionEncoder(SequenceEncoder):
         norm_first: bool = True,
         positional: str | None = None,
         attention: AttentionConfig | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         widths = tuple(widths)
@@ -93,7 +96,8 @@ class ConvAttentionEncoder(SequenceEncoder):
         self.blocks: TransformerEncoder | None = None
         if depth:
             trunk = TrunkConfig(depth=depth, heads=heads, ff_hidden=ff_hidden, dropout=dropout,
-                                norm_first=norm_first, attention=attention or AttentionConfig())  # fmt: skip
+                                attention_dropout=attention_dropout, norm_first=norm_first,
+                                attention=attention or AttentionConfig())  # fmt: skip
             pos = make_positional(positional, dim=channels, heads=heads) if positional else None
             self.blocks = TransformerEncoder.from_config(channels, trunk, positional=pos)
 

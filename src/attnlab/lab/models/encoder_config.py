@@ -176,6 +176,7 @@ class TransformerEncoderConfig(EncoderConfig, TrunkConfig):
             dropout=self.dropout, norm_first=self.norm_first, positional=self.positional,
             max_len=self.max_len, positional_options=self.positional_options,
             window=self.window, causal=self.causal, attention=self.attention,
+            attention_dropout=self.attention_dropout,
         )  # fmt: skip
 
 
@@ -281,6 +282,7 @@ class ConvAttentionEncoderConfig(EncoderConfig, TrunkConfig):
             dim, widths=self.widths, maps=self.maps, depth=self.depth, heads=self.heads,
             ff_hidden=self.ff_hidden, dropout=self.dropout, norm_first=self.norm_first,
             positional=self.positional, attention=self.attention,
+            attention_dropout=self.attention_dropout,
         )  # fmt: skip
 
 
