@@ -16,11 +16,12 @@ from attnlab.backends import (
     ChunkedBackend,
     FlexBackend,
     Problem,
-    ReferenceBackend,
     SDPABackend,
     get_backend,
     run_backend,
 )
+from attnlab.backends.sdpa import _math_with_dropout
+from attnlab.dropout import dropout
 from attnlab.functional import NORMALIZATIONS, SCORES, attend, get_normalize, get_score, make_score
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -238,11 +239,13 @@ def test_empty_batch_gives_an_empty_output(backend, normalize):
 
 
 @pytest.mark.parametrize("normalize", ["softmax", "relu"])
-@pytest.mark.parametrize("backend", ["reference", "chunked"])
+@pytest.mark.parametrize("backend", ["reference", "chunked", "sdpa"])
 def test_dropout_gradients_match_their_forward(backend, normalize):
     # With a fixed seed the dropped forward is a deterministic function; its gradient must be
     # that function's, so the checkpointed tiles must redraw the same dropout mask in backward.
-    kernel = ChunkedBackend(block=4) if backend == "chunked" else ReferenceBackend()
+    if backend == "sdpa" and normalize != "softmax":
+        pytest.skip("sdpa computes softmax only")
+    kernel = ChunkedBackend(block=4) if backend == "chunked" else get_backend(backend)
     shapes = [(1, 1, 6, 3), (1, 1, 9, 3), (1, 1, 9, 2)]
     inputs = tuple(torch.randn(s, dtype=F64, requires_grad=True) for s in shapes)
 
@@ -253,6 +256,42 @@ def test_dropout_gradients_match_their_forward(backend, normalize):
 
     assert not torch.equal(fn(*inputs), attend(*inputs, normalize=normalize).out)
     assert torch.autograd.gradcheck(fn, inputs)
+
+
+# ---- sdpa with attention dropout on a CPU: SDPA's math path, attnlab's dropout mask -----------
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+def test_sdpa_dropout_path_is_the_reference_without_its_mask(mask_kind, with_bias, make_mask):
+    """The path SDPA takes with dropout, run with the mask turned off (p = 0): the reference,
+    values and gradients, for every kind of mask (rows with no allowed key give zeros)."""
+    p = make_problem("scaled_dot", "softmax", make_mask(mask_kind, 2, 2, 50), with_bias)
+    if SDPABackend().unsupported(p):
+        pytest.skip("unsupported")
+    assert_same_values_and_gradients(_math_with_dropout(p), reference(p), p, tol=1e-12)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_sdpa_dropout_path_draws_attnlabs_mask(with_mask):
+    """With dropout it is softmax's weights through attnlab.dropout.dropout (same seed, same
+    draws), times the values; and what the backend runs on a CPU."""
+    p = make_problem("scaled_dot", "softmax", None, False, dropout=0.3)
+    if with_mask:
+        p.mask = masks.padding(torch.tensor([50, 31]))
+    torch.manual_seed(7)
+    out, _ = SDPABackend()(p)
+    weights = attend(p.q, p.k, p.v, mask=p.mask).weights  # (b, h, i, j)
+    torch.manual_seed(7)
+    want = dropout(weights.reshape(-1, 50, 50), 0.3).view_as(weights) @ p.v
+    torch.testing.assert_close(out, want, atol=1e-12, rtol=0)
+    assert not torch.allclose(out, reference(p))
+
+
+def test_sdpa_dropout_path_under_bf16_autocast_returns_bf16_as_sdpa_does():
+    p = make_problem("scaled_dot", "softmax", masks.padding(torch.tensor([50, 20])), False,
+                     dtype=torch.float32, dropout=0.1)  # fmt: skip
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = SDPABackend()(p)
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    assert (out[1, :, 20:] != 0).any()  # padded queries still attend to the real keys
 
 
 @pytest.mark.parametrize("backend", EXACT)

