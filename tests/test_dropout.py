@@ -105,6 +105,36 @@ def test_elsewhere_it_is_f_dropout(monkeypatch):
     assert torch.equal(dropout(x, 0.4), want)
 
 
-def test_fast_path_is_the_cpu_outside_compile():
+def test_fast_path_is_the_cpu():
     assert fast_path(torch.ones(1))
     assert not fast_path(torch.ones(1, device="meta"))
+
+
+@pytest.mark.compile
+def test_compiled_dropout_sites_draw_their_own_masks_and_backward_uses_them():
+    """Under torch.compile (dynamic sizes) two dropouts of the same tensor are independent
+    (the compiler must not merge them), the gradient is that of the masks the forward drew,
+    and the seed reproduces them."""
+    lin = torch.nn.Linear(16, 16)
+    scale = 1 / (1 - round(0.4 * 2**16) / 2**16)
+
+    def f(x):
+        h = torch.tanh(lin(x))
+        return dropout(h, 0.4) + 3 * dropout(h, 0.4), h
+
+    compiled = torch.compile(f, dynamic=True)
+    for shape in [(8, 40, 16), (4, 13, 16)]:
+        x = torch.randn(*shape)
+        torch.manual_seed(11)
+        out, h = compiled(x)
+        r = torch.randn_like(out)
+        got = torch.autograd.grad((out * r).sum(), lin.weight)[0]
+        ratio = (out / (h * scale)).detach().round()  # k1 + 3 k2, each mask 0 or 1
+        k1, k2 = (ratio == 1) | (ratio == 4), (ratio == 3) | (ratio == 4)
+        assert torch.equal(ratio, k1.to(ratio.dtype) + 3 * k2.to(ratio.dtype))
+        want = torch.autograd.grad(torch.tanh(lin(x)), lin.weight, r * scale * (k1 + 3.0 * k2))[0]
+        torch.testing.assert_close(got, want)
+        both = (k1 & k2).double().mean().item()
+        assert abs(both - 0.36) < 0.06, both  # independent: 0.6 * 0.6, not 0.6
+        torch.manual_seed(11)
+        assert torch.equal(compiled(x)[0], out)

@@ -22,9 +22,11 @@ probability is thereby :math:`p` rounded to a multiple of :math:`2^{-16}` (at mo
 
 The draws come from torch's generator (``torch.manual_seed`` seeds them, a saved RNG state
 replays them) but are not the ones ``F.dropout`` makes: a run is reproducible, not identical to
-one made with ``nn.Dropout``. Elsewhere (CUDA, whose dropout is already fused; inside
-``torch.compile``, whose generated code draws its own masks in parallel) :func:`dropout` is
-``F.dropout``.
+one made with ``nn.Dropout``. Inside ``torch.compile`` the mask is drawn by the same code, as
+an operator the compiler does not look into (``attnlab::dropout_mask``), from a generator
+seeded by a number the compiled graph draws: a compiled run draws other masks than the eager
+run, of the same law, reproducible from torch's seed. On
+CUDA, whose dropout is already fused, :func:`dropout` is ``F.dropout``.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ _LEVELS = 1 << 16
 
 
 def fast_path(x: Tensor) -> bool:
-    """Whether :func:`dropout` draws ``x``'s mask itself (a CPU tensor, outside
-    ``torch.compile``) rather than calling ``F.dropout``."""
-    return x.device.type == "cpu" and not torch.compiler.is_compiling()
+    """Whether :func:`dropout` draws ``x``'s mask itself (a CPU tensor) rather than calling
+    ``F.dropout``."""
+    return x.device.type == "cpu"
 
 
 def dropout_mask(
@@ -62,7 +64,7 @@ def dropout_mask(
     count = 1
     for size in shape:
         count *= size
-    drop_levels = min(round(p * _LEVELS), _LEVELS - 1)  # u < drop_levels is dropped
+    drop_levels = _drop_levels(p)  # u < drop_levels is dropped
     # The full 64-bit range (torch's default for int64, 0 to 2^63 - 1, leaves the top 16-bit
     # piece one bit short); randint, not random_, which torch.compile cannot trace.
     draws = torch.randint(
@@ -70,7 +72,28 @@ def dropout_mask(
     )
     u = draws.view(torch.int16)[:count].view(shape)  # as signed: u - 2^15
     keep = u >= drop_levels - _LEVELS // 2
-    return keep, _LEVELS / (_LEVELS - drop_levels)
+    return keep, _scale(p)
+
+
+def _drop_levels(p: float) -> int:
+    return min(round(p * _LEVELS), _LEVELS - 1)
+
+
+def _scale(p: float) -> float:
+    return _LEVELS / (_LEVELS - _drop_levels(p))
+
+
+@torch.library.custom_op("attnlab::dropout_mask", mutates_args=())
+def _dropout_mask_op(x: Tensor, p: float, seed: Tensor) -> Tensor:
+    """:func:`dropout_mask` of ``x``'s shape from a generator seeded with ``seed`` (a 0-d
+    int64 tensor): a pure function, as ``torch.compile`` takes an operator to be."""
+    generator = torch.Generator().manual_seed(int(seed))
+    return dropout_mask(x.shape, p, generator=generator)[0]
+
+
+@_dropout_mask_op.register_fake
+def _(x: Tensor, p: float, seed: Tensor) -> Tensor:
+    return torch.empty(x.shape, dtype=torch.bool, device=x.device)
 
 
 def dropout(
@@ -94,7 +117,14 @@ def dropout(
         return x
     if p == 1.0 or not fast_path(x):
         return F.dropout(x, p, training=True)
-    keep, scale = dropout_mask(x.shape, p, generator=generator)
+    if torch.compiler.is_compiling() and generator is None:
+        # To torch.compile, an operator it does not look into (its size may be symbolic) and a
+        # pure function of a seed that the graph draws: two sites never share a mask, and a
+        # mask recomputed for the backward pass is the forward's.
+        seed = torch.randint(0, 2**62, (), dtype=torch.int64)
+        keep, scale = torch.ops.attnlab.dropout_mask(x, p, seed), _scale(p)
+    else:
+        keep, scale = dropout_mask(x.shape, p, generator=generator)
     # x * keep * scale in one pass. This aten op is dropout's own backward, whose derivative is
     # the same op on the gradient: autograd saves only the boolean mask, as F.dropout does.
     return torch.ops.aten.native_dropout_backward(x, keep, scale)

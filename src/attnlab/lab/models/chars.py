@@ -16,6 +16,7 @@ Legend: ``b`` batch, ``n`` words, ``c`` characters per word, ``e`` char embeddin
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -53,16 +54,23 @@ class CharCNN(nn.Module):
             raise ValueError(f"chars: expected shape (batch, seq, chars), got {tuple(chars.shape)}")
         b, n, c = chars.shape
         flat = chars.reshape(b * n, c)  # (b*n, c)
+        if torch.compiler.is_compiling():  # a data-dependent size would break the graph
+            return self._features(flat).view(b, n, -1)  # (b, n, f)
         # Only the words that have characters are convolved: the padded positions of a batch
         # of sentences (often most of its b*n slots) are all-padding words, whose features
         # are zeros anyway. The result is the same; the work is the real words'.
         words = (flat != PAD_ID).any(dim=1).nonzero().squeeze(1)  # (w,) rows with characters
-        real = flat.index_select(0, words)  # (w, c)
-        e = self.embed(real).transpose(1, 2)  # (w, e, c)
+        h = self._features(flat.index_select(0, words))  # (w, f)
+        out = h.new_zeros(b * n, h.shape[1]).index_copy(0, words, h)  # (b*n, f)
+        return out.view(b, n, -1)  # (b, n, f)
+
+    def _features(self, words: Tensor) -> Tensor:
+        """``(w, c)`` character ids -> ``(w, f)`` features; a word without characters gets
+        zeros."""
+        e = self.embed(words).transpose(1, 2)  # (w, e, c)
         h = F.relu(self.conv(e))  # (w, f, c)
         # The max ignores padded character slots, so a word's vector does not depend on the
         # longest word of its batch.
-        valid = (real != PAD_ID).unsqueeze(1)  # (w, 1, c)
+        valid = (words != PAD_ID).unsqueeze(1)  # (w, 1, c)
         h = h.masked_fill(~valid, float("-inf")).amax(dim=2)  # (w, f)
-        out = h.new_zeros(b * n, h.shape[1]).index_copy(0, words, h)  # (b*n, f)
-        return out.view(b, n, -1)  # (b, n, f)
+        return torch.where(valid.any(dim=2), h, torch.zeros_like(h))

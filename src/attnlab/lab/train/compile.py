@@ -26,8 +26,8 @@ With dropout the padded batch draws more random numbers (the masks differ, not t
 Random numbers on CPU: Inductor's in-kernel generator (a Philox draw per element, in scalar
 code) costs about three times ATen's vectorised ``bernoulli_`` there, so on CPU the compiled
 model keeps ATen's dropout (Inductor's ``fallback_random``): ``F.dropout``'s draws from torch's
-generator. The eager models draw :mod:`attnlab.dropout`'s cheaper masks instead (four 16-bit
-draws per 64-bit number; ``torch.compile`` cannot trace that draw at dynamic sizes), so a
+generator. attnlab's own dropouts (:mod:`attnlab.dropout`: four 16-bit draws per 64-bit
+number) reach the compiled graph as an opaque operator seeded by a number the graph draws, so a
 compiled CPU run draws other masks than the eager run, of the same law: it is reproducible and
 resumes exactly, and without dropout it equals the eager run to float rounding. On CUDA,
 Inductor's fused Philox is the fast path and is kept.
