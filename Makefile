@@ -7,9 +7,10 @@ export ATTNLAB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data)
 
 .PHONY: install demo test test-all bench lint clean
 
-# Debian packages some tasks need (speech synthesis for `phones`). Installed when apt-get can
-# run as root; otherwise those tasks say how to install them.
-DEBS := festival festvox-kallpc16k dataset-fashion-mnist
+# Debian packages some tasks need (speech synthesis for `phones`), and the headless browser of
+# the viewer's tests (tests/viz). Installed when apt-get can run as root; otherwise those tasks
+# and tests say how to install them.
+DEBS := festival festvox-kallpc16k dataset-fashion-mnist chromium chromium-driver
 
 $(STAMP): pyproject.toml
 	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s $(DEBS) >/dev/null 2>&1; then \
