@@ -128,3 +128,41 @@ def test_labels_must_match_the_weights():
 def test_plot_attention_writes_a_png(tmp_path):
     out = plot_attention(_weights(1, 2, 6), _tokens(6), tmp_path / "sub" / "a.png", title="t")
     assert out == tmp_path / "sub" / "a.png" and out.read_bytes()[:8] == PNG
+
+
+def test_masked_pairs_are_hatched_not_weight_zero():
+    """A masked pair is masked in the drawn image (no colour of the map), NaN weights too; the
+    colour scale is that of the pairs that exist, and the legend names what is missing."""
+    weights = _weights(1, 2, 5)
+    absent = torch.rand(5, 5, generator=torch.Generator().manual_seed(1)) < 0.4
+    weights[0][1, 0, 0] = float("nan")
+    fig = attention_figure(weights, _tokens(5), masked=absent, masked_label="no edge")
+    for h, ax in enumerate(_panels(fig)):
+        drawn = ax.images[0].get_array()
+        expected = absent | weights[0][h].isnan()
+        assert torch.equal(torch.as_tensor(drawn.mask), expected)
+        assert any(p.get_hatch() for p in ax.patches)  # hatching under the masked cells
+    top = max(float(w[~absent].nan_to_num(0).max()) for w in weights[0])
+    assert _panels(fig)[0].images[0].norm.vmax == pytest.approx(top)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["no edge"]
+
+
+def test_masked_per_head_and_of_a_wrong_shape():
+    weights = _weights(2, 2, 4)
+    per_head = torch.stack([torch.eye(4, dtype=torch.bool), ~torch.eye(4, dtype=torch.bool)])
+    fig = attention_figure(weights, _tokens(4), masked=per_head)
+    masks = [torch.as_tensor(ax.images[0].get_array().mask) for ax in _panels(fig)]
+    assert [torch.equal(m, per_head[h]) for m, h in zip(masks, (0, 1, 0, 1))] == [True] * 4
+    with pytest.raises(ValueError, match=r"masked: expected \(i, j\) = \(4, 4\)"):
+        attention_figure(weights, _tokens(4), masked=torch.zeros(3, 3, dtype=torch.bool))
+
+
+def test_nothing_masked_draws_no_hatching_or_legend():
+    fig = attention_figure(_weights(1, 2, 4), _tokens(4))
+    assert not fig.legends and not any(ax.patches for ax in _panels(fig))
+
+
+def test_each_line_of_the_title_is_kept():
+    """The prediction goes on its own line under the input (``TaskCommands.draw``)."""
+    fig = attention_figure(_weights(1, 1, 3), _tokens(3), title="pos: a b c\npredicted: a/X b/Y")
+    assert fig._suptitle.get_text().splitlines() == ["pos: a b c", "predicted: a/X b/Y"]

@@ -191,3 +191,39 @@ def test_show_writes_a_png(tagger, classifier, tmp_path, capsys):
         assert main(["show", str(run), "I", "saw", "a", "saw", ".", "--out", str(png)]) == 0
         assert capsys.readouterr().out.strip() == str(png)
         assert png.read_bytes()[:8] == PNG
+
+
+@pytest.fixture
+def plotted(monkeypatch):
+    """The arguments ``TaskCommands.draw`` gives :func:`attnlab.lab.viz.plot_attention`."""
+    import attnlab.lab.viz
+
+    calls: list[dict] = []
+    monkeypatch.setattr(attnlab.lab.viz, "plot_attention",
+                        lambda weights, tokens, out, **kw: calls.append(kw) or Path(out))  # fmt: skip
+    return calls
+
+
+def test_show_puts_the_prediction_in_the_title(tagger, classifier, plotted, tmp_path, capsys):
+    for run in (tagger, classifier):
+        capsys.readouterr()
+        assert main(["predict", str(run), "I saw a saw ."]) == 0
+        predicted = capsys.readouterr().out.strip()
+        assert main(["show", str(run), "I", "saw", "a", "saw", ".", "--out", str(tmp_path / "x.png")]) == 0  # fmt: skip
+        title = plotted[-1]["title"]
+        assert title.splitlines() == [f"{run.name}: I saw a saw .", f"predicted: {predicted}"]
+        assert plotted[-1]["masked"] is None  # full attention: no pair is masked
+
+
+def test_show_masks_the_pairs_outside_the_window(tmp_path, plotted, capsys):
+    """A windowed encoder never scores ``|i - j| > w``: those pairs are masked, not weight 0."""
+    import torch
+
+    out = tmp_path / "pos"
+    args = ["train", "pos", *tagger_options(), *TINY_MODEL, *TINY_TRAIN, "--train.epochs=1",
+            "--model.encoder.window=1", f"--out_dir={out}"]  # fmt: skip
+    assert main(args) == 0
+    assert main(["show", str(out), "I", "saw", "a", "saw", ".", "--out", str(tmp_path / "x.png")]) == 0  # fmt: skip
+    i = torch.arange(5)
+    assert torch.equal(plotted[-1]["masked"], (i[:, None] - i[None, :]).abs() > 1)
+    assert plotted[-1]["masked_label"] == "masked pair (|i - j| > 1)"

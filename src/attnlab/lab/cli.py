@@ -152,6 +152,7 @@ def _show(args: argparse.Namespace, rest: list[str]) -> int:
         args.checkpoint,
         list(args.text),
         out=args.out,
+        html=args.html,
         layer=args.layer,
         head=args.head,
         rest=rest,
@@ -243,11 +244,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
     pr.set_defaults(func=_predict, takes_rest=True)
 
-    s = add(sub, "show", help="attention heatmaps of a text, every layer and head")
+    s = add(sub, "show", help="the model's attention on one input: an interactive HTML page "
+            "(--html) or a PNG figure (--out)")  # fmt: skip
     s.add_argument("checkpoint")
-    s.add_argument("text", nargs="*", help="one input as the task reads it (text: a sentence); "
-                   "tasks add their own flags, e.g. --node 12")  # fmt: skip
-    s.add_argument("--out", required=True, help="PNG file to write")
+    s.add_argument("text", nargs="*", help="one input as the task reads it (text: a sentence; "
+                   "a wav path; a word; a SMILES); tasks add their own flags, e.g. --node 12, "
+                   "--index 3")  # fmt: skip
+    s.add_argument("--out", help="PNG file to write (a figure for papers)")
+    s.add_argument("--html", help="HTML page to write: one self-contained file, no network "
+                   "(head view, matrix, every layer and head, rollout, the input's picture)")  # fmt: skip
     s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
     s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
     s.set_defaults(func=_show, takes_rest=True)

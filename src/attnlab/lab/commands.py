@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -278,7 +279,8 @@ def show_command(
     checkpoint: str,
     text: str | Sequence[str],
     *,
-    out: str,
+    out: str | None = None,
+    html: str | None = None,
     layer: int | None = None,
     head: int | None = None,
     rest: Sequence[str] = (),
@@ -297,23 +299,39 @@ def show_command(
     """
     from attnlab.lab.viz import plot_attention
 
+    if out is None and html is None:
+        raise ValueError("show: give --html PAGE.html (interactive) and/or --out FIGURE.png")
     task, model, cfg = load_for_inference(checkpoint)
     task = commands_of(task, "show")
+    x, title, options = _one_input(task, cfg, text, rest)
+    with _autocast(cfg, torch.device("cpu")):
+        if html is not None:
+            page = task.attention_view(model, x, title=title, **options).save(html)
+            print(page)
+        if out is None:
+            return 0
+        if layer is None and head is None:
+            path = task.draw(model, x, out, title=title, **options)
+        else:  # the page's main attention, as heatmaps: masked pairs (NaN) drawn as absent
+            shown = task.attention_view(model, x, title=title, **options)
+            family = shown.attentions[0]
+            weights = [torch.from_numpy(np.where(m, np.nan, w) if m is not None else w)
+                       for w, m in zip(family.weights, family.masked)]  # fmt: skip
+            path = plot_attention(weights, family.keys, out,
+                                  title="\n".join(filter(None, [title, shown.prediction])),
+                                  query_tokens=family.queries, layer=layer, head=head)  # fmt: skip
+    print(path)
+    return 0
+
+
+def _one_input(task, cfg, text: str | Sequence[str], rest: Sequence[str]):
+    """``(input, title, options)`` of ``show``'s command line: the one parsed input, a title
+    naming the task and the input, and the task's own flags."""
     words = [text] if isinstance(text, str) else list(text)
     words, options = task_flags(task, "show", [w for w in words if w.strip()], rest)
     text = words[0] if len(words) == 1 else " ".join(words)
     inputs = task.command_inputs([text] if text else [], options)
     if len(inputs) != 1:
         raise ValueError(f"show draws one input at a time; got {len(inputs)}")
-    x = inputs[0]
     shown = text or " ".join(f"{k}={v}" for k, v in options.items() if v not in (None, False))
-    title = f"{cfg.task}: {shown}"
-    with _autocast(cfg, torch.device("cpu")):
-        if layer is None and head is None:
-            path = task.draw(model, x, out, title=title, **options)
-        else:
-            attn = task.attention_map(model, x)
-            path = plot_attention(attn.weights, attn.keys, out, title=title,
-                                  query_tokens=attn.queries, layer=layer, head=head)  # fmt: skip
-    print(path)
-    return 0
+    return inputs[0], f"{cfg.task}: {shown}", options

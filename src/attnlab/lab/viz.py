@@ -13,6 +13,11 @@ What makes the picture readable, and why:
   the figure's width; tick labels are thinned to what fits at a legible size and long tokens
   shortened. The title is wrapped and laid out above the panels (constrained layout), never
   over them. For one panel at full size, draw one layer and head (``layer=``, ``head=``).
+* **A pair that does not exist is not a weight of 0**: a masked pair (outside an attention
+  window, a non-edge of a graph) is drawn grey-hatched (:func:`hatch_under`) and named in a
+  legend, where weight 0 would be the colour map's darkest colour.
+* **The prediction in the title**: callers put what the model predicted in ``title``
+  (:meth:`attnlab.lab.tasks.TaskCommands.draw` does); a line break there starts a new line.
 """
 
 from __future__ import annotations
@@ -27,9 +32,19 @@ from typing import TYPE_CHECKING
 from torch import Tensor
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.colors import Colormap
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
-__all__ = ["plot_attention", "attention_figure", "attention_of"]
+__all__ = [
+    "plot_attention",
+    "attention_figure",
+    "attention_of",
+    "hatch_under",
+    "masked_cmap",
+    "masked_handle",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +58,8 @@ LABEL_PITCH_PT, LABEL_FONT_PT = 8.5, 7.0
 #: a token longer than this is shortened on the axes
 MAX_LABEL_CHARS = 12
 DPI = 110
+#: how a masked or absent pair is drawn: grey hatching on white, never a colour of the map
+MASKED_HATCH, MASKED_GREY = "////", "0.6"
 
 
 def plot_attention(
@@ -54,12 +71,15 @@ def plot_attention(
     query_tokens: Sequence[str] | None = None,
     layer: int | None = None,
     head: int | None = None,
+    masked: Tensor | None = None,
+    masked_label: str = "masked pair",
 ) -> Path:
     """Write :func:`attention_figure` of the arguments to ``out`` (PNG; parent directories
     are created) and return its path."""
     fig = attention_figure(
-        weights, tokens, title=title, query_tokens=query_tokens, layer=layer, head=head
-    )
+        weights, tokens, title=title, query_tokens=query_tokens, layer=layer, head=head,
+        masked=masked, masked_label=masked_label,
+    )  # fmt: skip
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=DPI)
@@ -74,12 +94,15 @@ def attention_figure(
     query_tokens: Sequence[str] | None = None,
     layer: int | None = None,
     head: int | None = None,
+    masked: Tensor | None = None,
+    masked_label: str = "masked pair",
 ) -> Figure:
     """A grid of attention heatmaps (rows: layers, columns: heads) as a matplotlib figure.
 
     Panel ``(l, h)`` shows ``weights[l][h]``: row ``i`` is query ``i``, column ``j`` key ``j``,
     colour the weight ``a_ij`` on one scale ``[0, max a]`` shared by every panel of the figure
-    (the colour bar).
+    (the colour bar). A masked pair (``masked``, or a NaN weight) is drawn hatched, not as
+    weight 0, and the legend names it ``masked_label``.
 
     Args:
         weights: per layer, ``(h, i, j)`` attention weights of one sequence.
@@ -88,11 +111,17 @@ def attention_figure(
         query_tokens: the ``i`` query tokens, if they differ from the keys.
         layer: draw only this layer (1-based, as the panels are titled); None: every layer.
         head: draw only this head (1-based); None: every head.
+        masked: pairs that do not exist, True = absent (the opposite of a mask's "may
+            attend"): boolean ``(i, j)`` for every panel, or ``(h, i, j)`` per head (``h`` 1
+            or the heads of every drawn layer). NaN weights are absent pairs too.
+        masked_label: what an absent pair is, for the legend (``"no edge"``, ``"outside
+            the window"``).
 
     Raises:
         ValueError: no weights; labels that do not match the weights' ``(i, j)``; a ``layer``
-            or ``head`` the model does not have.
+            or ``head`` the model does not have; a ``masked`` of another shape.
     """
+    import numpy as np
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
@@ -107,6 +136,7 @@ def attention_figure(
             f"plot_attention: weights are {n_i} queries x {n_j} keys, but got "
             f"{len(queries)} query and {len(keys)} key labels"
         )
+    panels = [(r, c, w, _absent(masked, c, w)) for r, c, w in panels]
     rows = sorted({p[0] for p in panels})
     cols = sorted({p[1] for p in panels})
     n = max(n_i, n_j)
@@ -119,11 +149,16 @@ def attention_figure(
         layout="constrained",
     )
     axes = fig.subplots(len(rows), len(cols), squeeze=False)
-    norm = Normalize(vmin=0.0, vmax=max(max(float(w.max()) for _, _, w in panels), 1e-6))
-    for r, c, w in panels:
+    top = max((float(w[~a].max()) for _, _, w, a in panels if (~a).any()), default=0.0)
+    norm = Normalize(vmin=0.0, vmax=max(top, 1e-6))
+    any_absent = any(bool(a.any()) for _, _, _, a in panels)
+    for r, c, w, absent in panels:
         ax = axes[rows.index(r)][cols.index(c)]
-        image = ax.imshow(w.float().numpy(), cmap="viridis", norm=norm, aspect="equal",
+        shown = np.ma.masked_array(w.float().numpy(), mask=absent.numpy())
+        image = ax.imshow(shown, cmap=masked_cmap(), norm=norm, aspect="equal",
                           interpolation="nearest")  # fmt: skip
+        if absent.any():
+            hatch_under(ax, (-0.5, n_j - 0.5, n_i - 0.5, -0.5))
         ax.set_title(f"layer {r + 1}, head {c + 1}", fontsize=9)
         # tokens and axis names on the outer panels only: every panel has the same axes
         _ticks(ax.set_xticks, keys, width, rotation=90, labelled=r == rows[-1])
@@ -135,6 +170,8 @@ def attention_figure(
     bar = fig.colorbar(image, ax=axes, fraction=0.05 if len(cols) > 1 else 0.08)
     bar.set_label("attention weight", fontsize=8)
     bar.ax.tick_params(labelsize=7)
+    if any_absent:
+        fig.legend(handles=[masked_handle(masked_label)], loc="outside lower right", fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     if len(panels) > 1 and side < INCH_PER_TOKEN * n + 1.0:
@@ -168,6 +205,52 @@ def _select(
     ]
 
 
+def _absent(masked: Tensor | None, head: int, w: Tensor) -> Tensor:
+    """The ``(i, j)`` absent pairs of head ``head``'s panel ``w``: ``masked`` (``(i, j)`` or
+    ``(h, i, j)``, True = absent) or a NaN weight."""
+    absent = w.isnan()
+    if masked is None:
+        return absent
+    m = masked.detach().cpu().bool()
+    if m.dim() == 3:
+        m = m[0] if m.shape[0] == 1 else (m[head] if head < m.shape[0] else None)
+    if m is None or tuple(m.shape) != tuple(w.shape):
+        raise ValueError(
+            f"masked: expected (i, j) = {tuple(w.shape)} or (h, i, j) with h = 1 or every "
+            f"head, got {tuple(masked.shape)}"
+        )
+    return absent | m
+
+
+def masked_cmap(name: str = "viridis") -> Colormap:
+    """The colour map ``name`` with masked cells transparent: the hatching of
+    :func:`hatch_under` shows through them."""
+    from matplotlib import colormaps
+
+    return colormaps[name].with_extremes(bad=(0.0, 0.0, 0.0, 0.0))
+
+
+def hatch_under(ax: Axes, extent: tuple[float, float, float, float]) -> None:
+    """Grey hatching on white under the image ``extent`` (left, right, bottom, top in data
+    units, as ``imshow`` takes it): what a masked cell of a :func:`masked_cmap` image shows."""
+    from matplotlib.patches import Rectangle
+
+    left, right, bottom, top = extent
+    ax.add_patch(Rectangle(
+        (min(left, right), min(bottom, top)), abs(right - left), abs(top - bottom),
+        facecolor="white", edgecolor="none", hatch=MASKED_HATCH, hatchcolor=MASKED_GREY,
+        linewidth=0, zorder=-1,
+    ))  # fmt: skip
+
+
+def masked_handle(label: str) -> Patch:
+    """A legend entry for hatched (masked or absent) pairs."""
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor="white", edgecolor=MASKED_GREY, hatch=MASKED_HATCH,
+                 hatchcolor=MASKED_GREY, label=label)  # fmt: skip
+
+
 def _panel_side(n: int, columns: int) -> float:
     """A panel's longer side (inches): grows with ``n`` tokens, bounded, and small enough that
     ``columns`` panels fit in :data:`MAX_WIDTH`."""
@@ -194,12 +277,15 @@ def _short(token: object) -> str:
 
 
 def _wrap(title: str, width_in: float) -> str:
-    """``title`` wrapped to a figure ``width_in`` inches wide: at most 3 lines, shortened
-    with `` …`` beyond."""
+    """``title`` wrapped to a figure ``width_in`` inches wide: each of its lines in at most 3,
+    shortened with `` …`` beyond."""
     chars = max(20, int(width_in * 72 / 6.0))  # about 6 points per character at 10 points
-    if len(title) > 3 * chars:
-        title = textwrap.shorten(title, 3 * chars, placeholder=" …")
-    return "\n".join(textwrap.wrap(title, chars))
+    lines = []
+    for part in title.split("\n"):  # each given line wrapped on its own
+        if len(part) > 3 * chars:
+            part = textwrap.shorten(part, 3 * chars, placeholder=" …")
+        lines += textwrap.wrap(part, chars)
+    return "\n".join(lines)
 
 
 def attention_of(model, task, tokens: Sequence[str]) -> list[Tensor]:

@@ -122,3 +122,18 @@ def test_explicit_h_mismatch_with_checkpoint(tmp_path):
     assert again.parse_input("CO").example.graph.num_atoms == 6  # hydrogens as trained
     with pytest.raises(ValueError, match="explicit_h=False, but the model was trained"):
         again.setup({"file": str(data)})
+
+
+def test_show_title_gives_the_prediction(run, tmp_path, capsys, monkeypatch):
+    """The molecule's picture says what the model predicts, in the property's units."""
+    from matplotlib.figure import Figure
+
+    figures: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: figures.append(self))
+    assert main(["predict", str(run / "best.pt"), "CCO", "--json"]) == 0
+    value = json.loads(capsys.readouterr().out)["hydration_free_energy"]
+    assert main(["show", str(run / "best.pt"), "CCO", "--out", str(tmp_path / "x.png")]) == 0
+    title = figures[-1]._suptitle.get_text()
+    assert title.startswith("freesolv: CCO\npredicted hydration_free_energy: ")
+    assert title.endswith(" kcal/mol")
+    assert float(title.split(": ")[-1].split()[0]) == pytest.approx(value, abs=0.006)

@@ -28,10 +28,13 @@ import argparse
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from attnlab.viz import AttentionView
 
 __all__ = ["AttentionMap", "TaskCommands"]
 
@@ -163,6 +166,30 @@ class TaskCommands:
         labels = self.input_labels(input)
         return AttentionMap([w[0] for w in weights], labels, labels)
 
+    def attention_view(
+        self, model: nn.Module, input: Any, *, title: str = "", **options: Any
+    ) -> AttentionView:
+        """The model's attention on one parsed input as an interactive page's data
+        (:class:`attnlab.viz.AttentionView`: ``show --html``).
+
+        Default: :meth:`attention_map` as one self-attention family labelled by the input's
+        tokens, with the prediction (:meth:`predict`, :meth:`format_text`). Tasks with a
+        picture of their input (a spectrogram, an image, a graph, a molecule) or several
+        attentions (an encoder-decoder) override this; ``options`` are the task's ``show``
+        flags.
+        """
+        from attnlab.viz import Attention, AttentionView
+
+        attn = self.attention_map(model, input)
+        try:
+            prediction = self.format_text(self.predict(model, [input])[0])
+        except NotImplementedError:
+            prediction = ""
+        return AttentionView(
+            Attention("self-attention", attn.weights, attn.queries, attn.keys),
+            title=title, prediction=prediction,
+        )  # fmt: skip
+
     def draw(
         self, model: nn.Module, input: Any, out: str | Path, *, title: str = "", **options: Any
     ) -> Path:
@@ -172,11 +199,33 @@ class TaskCommands:
         (:func:`attnlab.lab.viz.plot_attention`). Tasks with a natural picture of their input (a
         spectrogram, a molecule, a graph neighbourhood, an image) override this; ``options``
         are the task's own ``show`` flags (:meth:`add_arguments`), unused by the default.
+        The title's second line is the prediction (:meth:`predict`, :meth:`format_text`:
+        ``word/TAG ...`` or the label), where the task predicts.
         """
         from attnlab.lab.viz import plot_attention
 
         attn = self.attention_map(model, input)
-        return plot_attention(attn.weights, attn.keys, out, title=title, query_tokens=attn.queries)
+        try:
+            record = self.predict(model, [input])[0]
+        except NotImplementedError:  # a task that draws but does not predict
+            record = None
+        if record is not None:
+            title = f"{title}\npredicted: {self.format_text(record)}".strip()
+        # The encoder's window / causal structure: pairs it never scores are drawn as masked.
+        encoder = getattr(model, "encoder", None)
+        structure = getattr(encoder, "attention_mask", None)
+        mask = structure() if callable(structure) else None
+        n_i, n_j = attn.weights[0].shape[-2:] if attn.weights else (0, 0)
+        masked, why = None, []
+        if mask is not None and (n_i, n_j) == (len(attn.queries), len(attn.keys)):
+            masked = ~mask.dense(1, 1, n_i, n_j).expand(1, 1, n_i, n_j)[0, 0]  # (i, j)
+            if getattr(encoder, "window", None) is not None:
+                why.append(f"|i - j| > {encoder.window}")
+            if getattr(encoder, "causal", False):
+                why.append("j > i")
+        label = f"masked pair ({' or '.join(why)})" if why else "masked pair"
+        return plot_attention(attn.weights, attn.keys, out, title=title, query_tokens=attn.queries,
+                              masked=masked, masked_label=label)  # fmt: skip
 
     def _label(self) -> str:
         return repr(self.name or type(self).__name__)

@@ -501,55 +501,63 @@
     c.positionX = (p) => xOfT(posT(p));
   }
 
+  /** Two canvases: the image with its token grid and the query's box, and the query's
+   * attention over the grid (opaque colours, the image faintly on top). */
   function imagePanel(parent, l, hs, label) {
     const m = meta.modality, f = fam(), px = arrays.pixels, [H, W] = px.shape;
     const rgbImg = px.shape.length === 3;
-    const scale = Math.max(1, Math.floor(336 / Math.max(H, W)));
+    const scale = Math.max(1, Math.floor(300 / Math.max(H, W)));
     const [rows, cols] = m.grid, cls = m.prefix || 0;
-    const c = el("canvas", { width: W * scale, height: H * scale, class: "pixelated", id: "image-" + label }, parent);
-    const g = c.getContext("2d"), img = g.createImageData(W, H);
+    const img = new ImageData(W, H);
     for (let k = 0; k < H * W; k++) {
       for (let ch = 0; ch < 3; ch++) img.data[4 * k + ch] = rgbImg ? px.data[3 * k + ch] : px.data[k];
       img.data[4 * k + 3] = 255;
     }
     const off = document.createElement("canvas"); off.width = W; off.height = H;
     off.getContext("2d").putImageData(img, 0, 0);
-    g.imageSmoothingEnabled = false;
-    g.drawImage(off, 0, 0, W * scale, H * scale);
     const cw = W * scale / cols, ch = H * scale / rows;
     const q = state.query === null ? 0 : state.query;
     const w = Array.from({ length: f.nj - cls }, (_, j) => meanWeight(l, hs, q, j + cls));
     const max = Math.max(1e-6, ...w.filter((v) => v !== null));
-    for (let p = 0; p < w.length; p++) {
-      const r = Math.floor(p / cols), cc = p % cols;
-      if (w[p] === null) { g.fillStyle = "rgba(200,200,200,0.75)"; } else {  // heavier = more opaque
-        const t = w[p] / max, col = shade(w[p], max);
-        g.fillStyle = `rgba(${col[0]},${col[1]},${col[2]},${(0.2 + 0.6 * t).toFixed(3)})`;
+    const canvases = [];
+    for (const kind of ["input", "heat"]) {
+      const c = el("canvas", { width: W * scale, height: H * scale, class: "pixelated",
+        id: kind === "heat" ? "image-" + label : "image-input-" + label }, parent);
+      const g = c.getContext("2d");
+      g.imageSmoothingEnabled = false;
+      if (kind === "heat") {
+        for (let p = 0; p < w.length; p++) {
+          g.fillStyle = w[p] === null ? "#ddd" : rgb(shade(w[p], max));
+          g.fillRect((p % cols) * cw, Math.floor(p / cols) * ch, cw, ch);
+        }
+        g.globalAlpha = 0.3;
       }
-      g.fillRect(cc * cw, r * ch, cw, ch);
+      g.drawImage(off, 0, 0, W * scale, H * scale);
+      g.globalAlpha = 1;
+      g.strokeStyle = "rgba(255,255,255,0.35)"; g.lineWidth = 1;
+      for (let r = 0; r <= rows; r++) { g.beginPath(); g.moveTo(0, r * ch); g.lineTo(W * scale, r * ch); g.stroke(); }
+      for (let cc = 0; cc <= cols; cc++) { g.beginPath(); g.moveTo(cc * cw, 0); g.lineTo(cc * cw, H * scale); g.stroke(); }
+      if (q >= cls) {
+        const p = q - cls; g.strokeStyle = "#e4002b"; g.lineWidth = 2;
+        g.strokeRect((p % cols) * cw, Math.floor(p / cols) * ch, cw, ch);
+      }
+      const at = (ev) => {
+        const r = c.getBoundingClientRect();
+        const cc = Math.floor((ev.clientX - r.left) / cw), rr = Math.floor((ev.clientY - r.top) / ch);
+        return cc >= 0 && rr >= 0 && cc < cols && rr < rows ? cls + rr * cols + cc : null;
+      };
+      c.onmousemove = (ev) => {
+        const p = at(ev);
+        if (p === null) return;
+        if (state.pinned) readPair(q, p, ev, label === "rollout" ? l : undefined);
+        else hoverPick(p);
+      };
+      c.onmouseleave = hideTip;
+      c.onclick = (ev) => { const p = at(ev); if (p !== null) pick(p); };
+      c.patchCenter = (p) => [((p - cls) % cols + 0.5) * cw, (Math.floor((p - cls) / cols) + 0.5) * ch];
+      canvases.push(c);
     }
-    g.strokeStyle = "rgba(255,255,255,0.35)"; g.lineWidth = 1;
-    for (let r = 0; r <= rows; r++) { g.beginPath(); g.moveTo(0, r * ch); g.lineTo(W * scale, r * ch); g.stroke(); }
-    for (let cc = 0; cc <= cols; cc++) { g.beginPath(); g.moveTo(cc * cw, 0); g.lineTo(cc * cw, H * scale); g.stroke(); }
-    if (q >= cls) {
-      const p = q - cls; g.strokeStyle = "#e4002b"; g.lineWidth = 2;
-      g.strokeRect((p % cols) * cw, Math.floor(p / cols) * ch, cw, ch);
-    }
-    const at = (ev) => {
-      const r = c.getBoundingClientRect();
-      const cc = Math.floor((ev.clientX - r.left) / cw), rr = Math.floor((ev.clientY - r.top) / ch);
-      return cc >= 0 && rr >= 0 && cc < cols && rr < rows ? cls + rr * cols + cc : null;
-    };
-    c.onmousemove = (ev) => {
-      const p = at(ev);
-      if (p === null) return;
-      if (state.pinned) readPair(q, p, ev, label === "rollout" ? l : undefined);
-      else hoverPick(p);
-    };
-    c.onmouseleave = hideTip;
-    c.onclick = (ev) => { const p = at(ev); if (p !== null) pick(p); };
-    c.patchCenter = (p) => [((p - cls) % cols + 0.5) * cw, (Math.floor((p - cls) / cols) + 0.5) * ch];
-    return c;
+    return canvases[1];
   }
 
   function drawImage(stage) {

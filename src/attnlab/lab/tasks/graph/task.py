@@ -283,6 +283,13 @@ class NodeTask(Task, TaskCommands):
         labels = [str(n) for n in nodes]
         return AttentionMap(maps, labels, labels)
 
+    def attention_view(self, model: nn.Module, input: int, *, title: str = "", **options: Any):
+        """The node's 2-hop neighbourhood, attention along its edges only
+        (:func:`.view.graph_view`)."""
+        from attnlab.lab.tasks.graph.view import graph_view
+
+        return graph_view(self, model, input, title=title)
+
     def draw(
         self, model: nn.Module, input: int, out: str | Path, *, title: str = "", **options: Any
     ) -> Path:

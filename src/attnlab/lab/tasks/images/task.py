@@ -237,6 +237,14 @@ class ImageTask(Task, TaskCommands):
         gold = f"; gold {record['gold']}" if "gold" in record else ""
         return f"{record['input']}: {record['label']} ({', '.join(f'{c} {p:.2f}' for c, p in top)}{gold})"
 
+    def attention_view(self, model: nn.Module, input: ImageExample, *, title: str = "",
+                       **options: Any):  # fmt: skip
+        """The image and its token grid; a cell's attention overlaid on hover, rollout
+        included (:func:`.view.image_view`)."""
+        from attnlab.lab.tasks.images.view import image_view
+
+        return image_view(self, model, input, title=title)
+
     def draw(self, model: nn.Module, input: ImageExample, out: str | Path, *, title: str = "",
              query: str = "cls", **options: Any) -> Path:  # fmt: skip
         """The image, the last layer's attention of ``query`` per head overlaid on it, and the

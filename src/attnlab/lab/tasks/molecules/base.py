@@ -253,6 +253,14 @@ class MoleculeTask(Task, TaskCommands):
                 help="only head H (1-based) of that layer (default: the mean over heads)",
             )  # fmt: skip
 
+    def attention_view(self, model: nn.Module, input: MoleculeInput, *, title: str = "",
+                       **options: Any):  # fmt: skip
+        """The 2-D structure, atoms coloured by a chosen atom's attention or by the readout
+        (:func:`.view.molecule_view`)."""
+        from attnlab.lab.tasks.molecules.view import molecule_view
+
+        return molecule_view(self, model, input, title=title)
+
     def draw(
         self,
         model: nn.Module,
@@ -289,9 +297,13 @@ class MoleculeTask(Task, TaskCommands):
             shade, shade_label = matrix.mean(0), f"attention received ({which})"
         value = float(out_.prediction[0]) * self.std + (self.mean or 0.0)
         title = f"{title}\npredicted {self.property_name}: {value:.2f} {self.units}".strip()
+        from attnlab.lab.tasks.molecules.view import masked_pairs
+
+        masked = masked_pairs(self, input.mol)
         return molecule_attention_figure(
             input.mol, shade.float().numpy(), matrix.float().numpy(), out, title=title,
             weights_label=shade_label, matrix_label=f"attention, {which}",
+            masked=masked, masked_label="masked pair (not bonded)",
         )  # fmt: skip
 
 

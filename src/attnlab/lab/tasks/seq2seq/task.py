@@ -344,6 +344,42 @@ class G2PTask(Task, TaskCommands):
         queries = [self.phones[i] for i in hyp.tokens]
         return AttentionMap([w[0] for w in out.cross_weights], queries, list(input))
 
+    @torch.no_grad()
+    def attention_view(self, model: nn.Module, input: str, *, title: str = "", **options: Any):
+        """The greedy output's cross-attention on the letters (the alignment), the decoder's
+        self-attention over the phones (causal: later phones masked) and the encoder's over the
+        letters, every layer and head (:class:`attnlab.viz.AttentionView`)."""
+        from attnlab.viz import Attention, AttentionView
+        from attnlab.viz.capture import families, recording
+
+        model.eval()
+        batch = self.encode_words([input])
+        letters = list(input)
+        try:
+            with recording(model) as enc_calls:
+                memory = model.encode(batch["src"], batch["lengths"])
+            limits = max_output_lengths(batch["lengths"], cap=MAX_OUTPUT)
+            hyp = greedy_decode(model, memory, bos=BOS, eos=EOS, max_lengths=limits)[0]
+            tgt_in = torch.tensor([[BOS, *hyp.tokens[:-1]]])
+            with recording(model) as dec_calls:
+                model.decode(memory, tgt_in, use_cache=False)
+        except ValueError:  # no attnlab layers (the LSTM baseline): its cross-attention only
+            attn = self.attention_map(model, input)
+            found = [Attention("cross-attention", attn.weights, attn.queries, attn.keys)]
+        else:
+            phones = [self.phones[i] for i in hyp.tokens]
+            dec = families(dec_calls, names=("decoder self-attention", "cross-attention"))
+            enc = families(enc_calls, names=("encoder self-attention", "unused"))
+            for fam in dec:
+                fam.queries = phones
+                fam.keys = phones if fam.name.startswith("decoder") else letters
+            for fam in enc:
+                fam.queries = fam.keys = letters
+            found = sorted(dec, key=lambda f: f.name != "cross-attention") + enc
+        record = self.predict(model, [input])[0]
+        return AttentionView(found, title=title or input,
+                             prediction=f"{input} -> {' '.join(record['phones'])}")  # fmt: skip
+
     def read_examples(self, path: str | Path) -> list:
         """Words and pronunciations of a file in ``cmudict.dict`` format (one example per
         word, all its pronunciations as references)."""

@@ -277,6 +277,14 @@ class SpeechTask(Task, TaskCommands):
             line = "\n".join([line, *steps])
         return line
 
+    def attention_view(self, model: nn.Module, input: Utterance, *, title: str = "",
+                       **options: Any):  # fmt: skip
+        """The spectrogram, the chosen frame's attention over time, the window and the
+        pooling attention, as a page (:func:`.view.speech_view`)."""
+        from attnlab.lab.tasks.speech.view import speech_view
+
+        return speech_view(self, model, input, title=title)
+
     def draw(
         self, model: nn.Module, input: Utterance, out: str | Path, *, title: str = "",
         **options: Any,
