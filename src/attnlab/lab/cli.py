@@ -145,6 +145,13 @@ def _predict(args: argparse.Namespace, rest: list[str]) -> int:
                            stdin=sys.stdin)  # fmt: skip
 
 
+def _report(args: argparse.Namespace) -> int:
+    from attnlab.lab.report import report_command
+
+    return report_command(budget=args.budget, claims=args.claims, out=args.out, jobs=args.jobs,
+                          shard_spec=args.shard, executor=args.executor, collect=args.collect)  # fmt: skip
+
+
 def _show(args: argparse.Namespace, rest: list[str]) -> int:
     from attnlab.lab.commands import show_command
 
@@ -256,6 +263,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
     s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
     s.set_defaults(func=_show, takes_rest=True)
+
+    rp = add(sub, "report", help="the lecture's claims, each run as an experiment: one report "
+             "(report.html, report.md, results.jsonl)")  # fmt: skip
+    rp.add_argument("--budget", default="quick", choices=("smoke", "quick", "full"),
+                    help="smoke: the plumbing only (about 2 min); quick: about 20 min on 2 "
+                    "cores; full: the recipes, 3 seeds (hours, resumable)")  # fmt: skip
+    rp.add_argument("--claims", nargs="+", metavar="NAME",
+                    help="only these claims (names or numbers; default: all)")  # fmt: skip
+    rp.add_argument("--out", default="report", help="the report's directory (default: report)")
+    rp.add_argument("--jobs", type=int, default=1,
+                    help="local processes, the machine's threads divided among them")  # fmt: skip
+    rp.add_argument("--shard", metavar="I/N", help="run only shard I of N (into a shared --out)")
+    rp.add_argument("--executor", default="local", choices=("local", "ray"),
+                    help="local processes, or a Ray cluster (RAY_ADDRESS; pip install ray)")  # fmt: skip
+    rp.add_argument("--collect", metavar="DIR",
+                    help="render the report in DIR from what has finished, running nothing")  # fmt: skip
+    rp.set_defaults(func=_report)
 
     da = add(sub, "data", help="datasets: list, fetch, make")
     da_sub = da.add_subparsers(dest="action", required=True)

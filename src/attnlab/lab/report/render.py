@@ -1,0 +1,172 @@
+"""The report's pages: ``report.md``, ``report.html`` (one self-contained file, plots inline) and
+``results.jsonl`` (every finished job of the report), from the jobs' results in ``OUT/jobs``.
+
+Claim by claim: the claim in one sentence, the setup, the rule (written before any result),
+a table per variant, a plot, each comparison the rule made, the verdict, provenance (commits,
+versions, CPU, threads, seeds, wall time) and the commands that reproduce it. Jobs that have not
+finished show as pending.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+from .claims import Budget, Claim, Section
+from .jobs import JobResult, read_result, write_results
+from .stats import Verdict
+
+__all__ = ["render", "sections"]
+
+
+def sections(
+    out: Path, budget: Budget, claims: Sequence[Claim]
+) -> tuple[list[Section], list[JobResult]]:
+    """Each claim's :class:`Section` from the results found in ``out``, and those results."""
+    found: dict[str, JobResult] = {}
+    done = []
+    for claim in claims:
+        results = {}
+        for label, runs in claim.jobs(budget).items():
+            results[label] = [r for r in (read_result(out, j) for j in runs) if r is not None]
+            found.update({r.key: r for r in results[label]})
+        section = claim.analyse(results)
+        section.commands = [
+            f"attnlab report --budget {budget.name} --claims {claim.number} --out {out}",
+            *sorted({j.command() for runs in claim.jobs(budget).values() for j in runs}),
+        ]
+        done.append(section)
+    return done, list(found.values())
+
+
+def render(out: Path, budget: Budget, claims: Sequence[Claim]) -> str:
+    """Write the three files into ``out``; return a one-line summary."""
+    done, results = sections(out, budget, claims)
+    write_results(out / "results.jsonl", results)
+    _atomic(out / "report.md", _markdown(done, results, budget))
+    _atomic(out / "report.html", _html(done, results, budget))
+    counts = {v: sum(s.verdict is v for s in done) for v in Verdict}
+    summary = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)
+    return f"{out / 'report.html'}: {len(done)} claims ({summary}); {len(results)} jobs finished"
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _fmt(value, percent: bool = True) -> str:
+    if value is None:
+        return "pending"
+    return f"{100 * value:.2f}" if percent else f"{value:,}"
+
+
+def _provenance(results: Sequence[JobResult]) -> list[str]:
+    if not results:
+        return ["no job has finished"]
+    commits = sorted({f"{r.provenance.get('commit', '?')[:10]}{' (dirty)' if r.provenance.get('dirty') else ''}"
+                      for r in results})  # fmt: skip
+    cpus = sorted({f"{r.provenance.get('cpu')} [{' '.join(r.provenance.get('isa', []))}], "
+                   f"{r.provenance.get('threads')} threads" for r in results})  # fmt: skip
+    versions = sorted({f"attnlab {r.provenance.get('attnlab')}, torch {r.provenance.get('torch')}"
+                       for r in results})  # fmt: skip
+    seeds = sorted({r.seed for r in results})
+    wall = sum(r.wall_s for r in results)
+    return [f"commit: {', '.join(commits)}", f"versions: {'; '.join(versions)}",
+            f"machine: {'; '.join(cpus)}", f"seeds: {', '.join(map(str, seeds))}",
+            f"wall time: {wall / 60:.1f} min over {len(results)} jobs "
+            f"({', '.join(f'{r.label} s{r.seed} {r.wall_s:.0f} s' for r in results)})"]  # fmt: skip
+
+
+def _markdown(done: Sequence[Section], results: Sequence[JobResult], budget: Budget) -> str:
+    lines = ["# The lecture, verified", "", f"Budget **{budget.name}**: {budget.note}.", ""]
+    if budget.name == "smoke":
+        lines += ["**This smoke report checks the plumbing only: its verdicts say nothing about "
+                  "the claims.**", ""]  # fmt: skip
+    lines += ["| # | claim | verdict |", "|---:|---|---|"]
+    lines += [f"| {s.number} | {s.name} | {s.verdict.value} |" for s in done]
+    for s in done:
+        mine = _results_of(s, results)
+        lines += ["", f"## {s.number}. {s.name}: {s.verdict.value}", "", f"**Claim.** {s.claim}", "",
+                  f"**Setup.** {s.setup}", "", f"**Rule** (fixed before the results). {s.rule}", "",
+                  "| variant | seeds | dev accuracy (%) | sd | test accuracy (%) | parameters | s / run |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for r in s.rows:
+            sd = "" if r["dev_sd"] is None else f"{100 * r['dev_sd']:.2f}"
+            wall = "" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
+            lines.append(f"| {r['variant']} | {r['seeds']} | {_fmt(r['dev'])} | {sd} | "
+                         f"{_fmt(r['test'])} | {_fmt(r['parameters'], False)} | {wall} |")  # fmt: skip
+        lines += ["", "**Comparisons.**", ""]
+        lines += [f"- {name}: {v.value}" + (f" ({c})" if c else "") for name, v, c in s.comparisons]
+        lines += [f"- {n}" for n in s.notes]
+        lines += ["", "**Provenance.**", ""] + [f"- {p}" for p in _provenance(mine)]
+        lines += ["", "**Reproduce.**", "", "```bash", *s.commands, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _results_of(s: Section, results: Sequence[JobResult]) -> list[JobResult]:
+    labels = {r["variant"] for r in s.rows}
+    return [r for r in results if r.label in labels]
+
+
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1d2330}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d5dd;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}.v{font-weight:600;padding:1px 6px;border-radius:3px}
+.held{background:#d1f2d9}.did-not-hold{background:#f9d4d4}.inconclusive-at-this-budget{background:#fff1c2}
+.pending{background:#e4e7ec}pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px}
+.warn{background:#fff1c2;padding:8px;border-radius:4px}.muted{color:#667085;font-size:12px}"""
+
+
+def _verdict(v: Verdict) -> str:
+    return f'<span class="v {v.value.replace(" ", "-")}">{html.escape(v.value)}</span>'
+
+
+def _png(fig) -> str:
+    if fig is None:
+        return ""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="plot" src="data:image/png;base64,{data}">'
+
+
+def _html(done: Sequence[Section], results: Sequence[JobResult], budget: Budget) -> str:
+    e = html.escape
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>attnlab report "
+             f"({e(budget.name)})</title><style>{_CSS}</style></head><body>",
+             "<h1>The lecture, verified</h1>",
+             f"<p>Budget <b>{e(budget.name)}</b>: {e(budget.note)}.</p>"]  # fmt: skip
+    if budget.name == "smoke":
+        parts.append("<p class='warn'>This smoke report checks the plumbing only: its verdicts "
+                     "say nothing about the claims.</p>")  # fmt: skip
+    parts.append("<table><tr><th>#</th><th>claim</th><th>verdict</th></tr>")
+    parts += [f"<tr><td>{s.number}</td><td style='text-align:left'><a href='#c{s.number}'>"
+              f"{e(s.name)}</a></td><td>{_verdict(s.verdict)}</td></tr>" for s in done]  # fmt: skip
+    parts.append("</table>")
+    for s in done:
+        parts += [f"<h2 id='c{s.number}'>{s.number}. {e(s.name)} {_verdict(s.verdict)}</h2>",
+                  f"<p><b>Claim.</b> {e(s.claim)}</p><p><b>Setup.</b> {e(s.setup)}</p>",
+                  f"<p><b>Rule</b> (fixed before the results). {e(s.rule)}</p>",
+                  "<table><tr><th>variant</th><th>seeds</th><th>dev accuracy (%)</th><th>sd</th>"
+                  "<th>test accuracy (%)</th><th>parameters</th><th>s / run</th></tr>"]  # fmt: skip
+        for r in s.rows:
+            sd = "" if r["dev_sd"] is None else f"{100 * r['dev_sd']:.2f}"
+            wall = "" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
+            parts.append(f"<tr><td>{e(r['variant'])}</td><td>{r['seeds']}</td><td>{_fmt(r['dev'])}"
+                         f"</td><td>{sd}</td><td>{_fmt(r['test'])}</td><td>"
+                         f"{_fmt(r['parameters'], False)}</td><td>{wall}</td></tr>")  # fmt: skip
+        parts.append("</table>")
+        parts.append(_png(s.plot))
+        parts.append("<p><b>Comparisons.</b></p><ul>")
+        parts += [f"<li>{e(name)}: {_verdict(v)}{' ' + e(str(c)) if c else ''}</li>"
+                  for name, v, c in s.comparisons]  # fmt: skip
+        parts += [f"<li>{e(n)}</li>" for n in s.notes]
+        parts.append("</ul><p><b>Provenance.</b></p><ul class='muted'>")
+        parts += [f"<li>{e(p)}</li>" for p in _provenance(_results_of(s, results))]
+        parts.append(f"</ul><p><b>Reproduce.</b></p><pre>{e(chr(10).join(s.commands))}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

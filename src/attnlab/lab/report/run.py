@@ -1,0 +1,246 @@
+"""``attnlab report``: run the claims' jobs that have not finished, then write the report.
+
+Jobs run in this process one after another (``--jobs 1``), in ``N`` local processes with the
+machine's threads divided among them (``--jobs N``: never oversubscribed), or only those of one
+shard (``--shard I/N``: any scheduler can spread a report over machines sharing ``--out``);
+``--collect`` renders what has finished. A job's output goes to its directory's ``train.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .claims import BUDGETS, Claim, select
+from .jobs import Job, job_dir, read_result, shard, write_result
+
+__all__ = ["report_command", "run_one"]
+
+EXECUTORS = ("local", "ray")
+
+
+def report_command(
+    *,
+    budget: str = "quick",
+    claims: Sequence[str] | None = None,
+    out: str | Path = "report",
+    jobs: int = 1,
+    shard_spec: str | None = None,
+    executor: str = "local",
+    collect: str | Path | None = None,
+) -> int:
+    """Run what is missing of the report in ``out`` and render it (module docstring); return
+    the exit status. Errors of the user's making raise ``ValueError`` with one line."""
+    from .render import render
+
+    if collect is not None:
+        out = Path(collect)
+        manifest = _read_manifest(out)
+        chosen = select(manifest["claims"])
+        print(render(out, BUDGETS[manifest["budget"]], chosen))
+        return 0
+    if budget not in BUDGETS:
+        raise ValueError(f"--budget: expected one of {', '.join(BUDGETS)}, got {budget!r}")
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor: expected one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if jobs < 1:
+        raise ValueError(f"--jobs: expected a positive number of processes, got {jobs}")
+    chosen = select(claims)
+    out = Path(out)
+    _writable(out)
+    _write_manifest(out, budget, chosen)
+    plan = _jobs(chosen, BUDGETS[budget])
+    mine = shard(plan, shard_spec)
+    todo = [j for j in mine if read_result(out, j) is None]
+    print(f"report ({budget}): {len(plan)} jobs for {len(chosen)} claims; "
+          f"{len(mine) - len(todo)} of this {'shard' if shard_spec else 'report'}'s {len(mine)} "
+          f"already done, {len(todo)} to run")  # fmt: skip
+    if executor == "ray":
+        _run_ray(todo, out)
+    else:
+        _run_local(todo, out, jobs)
+    print(render(out, BUDGETS[budget], chosen))
+    return 0
+
+
+def _jobs(claims: Sequence[Claim], budget) -> list[Job]:
+    seen: dict[str, Job] = {}
+    for claim in claims:
+        for runs in claim.jobs(budget).values():
+            for job in runs:
+                seen.setdefault(job.key, job)
+    return list(seen.values())
+
+
+def _writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(
+            f"--out: cannot write the report to {out}: {error.strerror or error}"
+        ) from None
+
+
+def _write_manifest(out: Path, budget: str, claims: Sequence[Claim]) -> None:
+    path = out / "report.json"
+    names = sorted(str(c.number) for c in claims)
+    if path.exists():
+        old = _read_manifest(out)
+        if old["budget"] != budget:
+            raise ValueError(
+                f"--out: {out} holds a {old['budget']!r} report; a {budget!r} report needs "
+                "another --out (or --budget " + old["budget"] + " to continue that one)"
+            )
+        names = sorted(set(names) | set(old["claims"]), key=int)
+    tmp = path.with_name("report.json.tmp")
+    tmp.write_text(json.dumps({"budget": budget, "claims": names}))
+    os.replace(tmp, path)
+
+
+def _read_manifest(out: Path) -> dict[str, Any]:
+    path = out / "report.json"
+    try:
+        manifest = json.loads(path.read_text())
+        BUDGETS[manifest["budget"]]
+        [int(c) for c in manifest["claims"]]
+    except FileNotFoundError:
+        raise ValueError(
+            f"{out}: no report here (no report.json); run attnlab report --out {out}"
+        ) from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path}: not a report manifest ({type(error).__name__}: {error})"
+        ) from None
+    return manifest
+
+
+def _threads(processes: int) -> int:
+    return max(1, (os.cpu_count() or 1) // processes)
+
+
+def _progress(total: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="report", unit="job", dynamic_ncols=True)
+
+
+def _run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
+    if not todo:
+        return
+    with _progress(len(todo)) as bar:
+        if processes == 1:
+            for job in todo:
+                bar.set_postfix_str(job.label)
+                run_one(job, out)
+                bar.update()
+            return
+        context = get_context("spawn")
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
+                                 initargs=(_threads(processes),)) as pool:  # fmt: skip
+            futures = [pool.submit(run_one, job, out) for job in todo]
+            for future in as_completed(futures):
+                future.result()
+                bar.update()
+
+
+def _init_worker(threads: int) -> None:
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+
+
+def _run_ray(todo: Sequence[Job], out: Path) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(
+            "--executor ray: Ray is not installed (pip install 'attnlab[ray]')"
+        ) from None
+    if not todo:
+        return
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
+    remote = ray.remote(num_cpus=1)(run_one)
+    pending = [remote.remote(job, out) for job in todo]
+    with _progress(len(todo)) as bar:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            ray.get(ready)
+            bar.update()
+
+
+def run_one(job: Job, out: Path) -> None:
+    """Train ``job`` into its directory (resuming an interrupted run) and record its result.
+
+    Raises:
+        RunError: the run failed; the message names the job and its log.
+    """
+    from attnlab.lab.cli import main
+    from attnlab.lab.train import RunError
+
+    from .probes import head_divergence
+
+    run = job_dir(out, job)
+    run.parent.mkdir(parents=True, exist_ok=True)
+    argv = job.argv(run)
+    if run.exists() and not (run / "last.pt").exists() and "--resume" in argv:
+        argv = [a for a in argv if a != "--resume"] + ["--overwrite"]  # died before a checkpoint
+    start = time.perf_counter()
+    log = run.parent / f"{job.key}.log"
+    if not (run / "metrics.json").exists():  # else it finished but its result was not written
+        with open(log, "a") as stream, _output_to(stream):
+            code = main(argv)
+        if code != 0:
+            raise RunError(
+                f"job {job.label or job.key} failed (exit {code}): {job.command()}; see {log}"
+            )
+    wall = time.perf_counter() - start
+    extra = {}
+    if "--model.encoder.kind=fc" not in job.options:
+        extra["head_js"] = head_divergence(run)
+    write_result(out, job, wall, _provenance(job), extra)
+
+
+@contextlib.contextmanager
+def _output_to(stream):
+    """Everything a job prints (stdout, stderr, log records) goes to ``stream``."""
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root.handlers = [handler]
+    try:
+        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+            yield
+    finally:
+        root.handlers = handlers
+
+
+def _provenance(job: Job) -> dict[str, Any]:
+    from attnlab.lab.train.precision import cpu_flags, cpu_model
+    from attnlab.provenance import code_identity
+
+    flags = cpu_flags()
+    return {
+        **code_identity(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "isa": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags],
+        "threads": torch.get_num_threads(),
+        "seed": job.seed,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }

@@ -1,0 +1,134 @@
+"""``attnlab report`` end to end on the smoke budget (tiny pos runs of the Brown corpus in the
+data mirror; skipped without it): the pages, resuming, shards, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from attnlab.lab.cli import main
+from attnlab.lab.report import run as report_run
+from attnlab.lab.report.claims import BUDGETS, CLAIMS
+from attnlab.lab.report.jobs import Job, read_results
+
+pytestmark = pytest.mark.usefixtures("data_mirror")
+
+
+def _report(out: Path, *args: str) -> int:
+    return main(["report", "--budget", "smoke", "--out", str(out), *args])
+
+
+def _scores(out: Path) -> dict[str, float]:
+    return {r.key: r.dev for r in read_results(out / "results.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory, data_mirror_or_none) -> Path:
+    if data_mirror_or_none is None:
+        pytest.skip("no data mirror")
+    out = tmp_path_factory.mktemp("report") / "smoke"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTNLAB_DATA", str(data_mirror_or_none))
+        assert _report(out) == 0
+    return out
+
+
+def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(smoke):
+    md, page = (smoke / "report.md").read_text(), (smoke / "report.html").read_text()
+    for claim in CLAIMS.values():
+        assert f"## {claim.number}. {claim.name}" in md
+        assert f"id='c{claim.number}'" in page
+    assert "checks the plumbing only" in md and "checks the plumbing only" in page
+    assert "did not hold" not in md.split("## 1.")[0]  # one seed: no verdict either way
+    assert 'src="http' not in page and "<script" not in page  # self-contained, plots inline
+    assert page.count("data:image/png;base64,") == len(CLAIMS)
+    results = read_results(smoke / "results.jsonl")
+    assert len(results) == len({j.key for c in CLAIMS.values()
+                                for runs in c.jobs(BUDGETS["smoke"]).values() for j in runs})  # fmt: skip
+    assert all(r.provenance["torch"] and r.provenance["cpu"] for r in results)
+    assert "attnlab report --budget smoke --claims 1" in md
+
+
+def test_a_rerun_runs_nothing_and_writes_the_same_page(smoke, capsys, monkeypatch):
+    before = (smoke / "report.md").read_text()
+    monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))
+    assert _report(smoke) == 0
+    assert "0 to run" in capsys.readouterr().out
+    assert (smoke / "report.md").read_text() == before
+
+
+def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, capsys):
+    ran = []
+    real = report_run.run_one
+
+    def stop_after_one(job: Job, out: Path) -> None:
+        if ran:
+            raise KeyboardInterrupt
+        ran.append(job.key)
+        real(job, out)
+
+    monkeypatch.setattr(report_run, "run_one", stop_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        report_run.report_command(budget="smoke", claims=["scores"], out=tmp_path / "r")
+    monkeypatch.setattr(report_run, "run_one", real)
+    capsys.readouterr()
+    assert _report(tmp_path / "r", "--claims", "scores") == 0
+    assert "1 of this report's 2 already done, 1 to run" in capsys.readouterr().out
+    whole = tmp_path / "whole"
+    assert _report(whole, "--claims", "scores") == 0
+    assert _scores(tmp_path / "r") == _scores(whole)  # seeded runs: the same results
+
+
+def test_shards_and_collect_make_the_whole_report(tmp_path, capsys):
+    shared = tmp_path / "shared"
+    assert _report(shared, "--claims", "scores", "--shard", "1/2") == 0
+    assert _report(shared, "--claims", "scores", "--shard", "2/2") == 0
+    assert main(["report", "--collect", str(shared)]) == 0
+    whole = tmp_path / "whole"
+    assert _report(whole, "--claims", "scores") == 0
+    assert _scores(shared) == _scores(whole) and len(_scores(whole)) == 2
+    strip = re.compile(r"--out \S+|\| \d+ \|$|wall time:.*|commit:.*", re.M)  # paths, timings
+    assert strip.sub("", (shared / "report.md").read_text()) == strip.sub(
+        "", (whole / "report.md").read_text()
+    )
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    assert _report(tmp_path / "a", "--claims", "teleportation") == 2
+    assert "unknown claim 'teleportation'" in _one_line(capsys)
+    assert _report(Path("/proc/attnlab-report")) == 2
+    assert "--out: cannot write the report to /proc/attnlab-report" in _one_line(capsys)
+    assert main(["report", "--collect", str(tmp_path / "nothing")]) == 2
+    assert "no report here" in _one_line(capsys)
+    assert _report(tmp_path / "b", "--shard", "3/2") == 2
+    assert "--shard: expected I/N" in _one_line(capsys)
+    bad = tmp_path / "results.jsonl"
+    bad.write_text(json.dumps({"key": "x"}) + "\n{not json\n")
+    with pytest.raises(ValueError, match=r"results.jsonl, line 1: not a job result"):
+        read_results(bad)
+
+
+def test_a_job_key_is_its_configuration_not_its_name():
+    a = Job("pos", ("--a=1", "--b=2"), 0, "one name")
+    assert a.key == Job("pos", ("--b=2", "--a=1"), 0, "another").key
+    assert a.key != Job("pos", ("--a=1", "--b=2"), 1).key
+    assert a.key != Job("pos", ("--a=1", "--b=3"), 0).key
+
+
+def test_ray_runs_the_jobs_on_a_local_cluster(tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install ray")
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    try:
+        assert _report(tmp_path / "ray", "--claims", "scores", "--executor", "ray") == 0
+    finally:
+        ray.shutdown()
+    assert len(_scores(tmp_path / "ray")) == 2
