@@ -4,6 +4,7 @@ data mirror; skipped without it): the pages, resuming, shards, and one-line erro
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -132,3 +133,15 @@ def test_ray_runs_the_jobs_on_a_local_cluster(tmp_path):
     finally:
         ray.shutdown()
     assert len(_scores(tmp_path / "ray")) == 2
+
+
+def test_local_processes_give_the_same_results(tmp_path):
+    """Two processes of one thread each: the same jobs, the same scores up to the float sums a
+    thread count reorders."""
+    assert _report(tmp_path / "two", "--claims", "scores", "--jobs", "2") == 0
+    assert _report(tmp_path / "one", "--claims", "scores") == 0
+    two, one = _scores(tmp_path / "two"), _scores(tmp_path / "one")
+    assert two.keys() == one.keys() and len(two) == 2
+    assert all(two[k] == pytest.approx(one[k], abs=2e-3) for k in one)
+    threads = {r.provenance["threads"] for r in read_results(tmp_path / "two" / "results.jsonl")}
+    assert threads == {max(1, (os.cpu_count() or 1) // 2)}  # the machine's threads divided
