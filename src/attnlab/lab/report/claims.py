@@ -6,8 +6,9 @@ A :class:`Claim` names its runs per variant (:meth:`Claim.variants`: a label and
 per variant, a plot, the comparisons its rule made and the verdict. Variants that several claims
 need (the self-attention tagger, the window of 1 or 3) are one job, run once.
 
-Every claim here runs on ``pos`` (Brown, universal tags): the lecture's running example, "I saw
-a saw", is a tagging problem. :data:`BUDGETS` says what each budget trains.
+The text claims run on ``pos`` (Brown, universal tags: the lecture's running example, "I saw a
+saw", is a tagging problem); the others on the modality they are about (fsdd, recall, cora,
+freesolv). :data:`BUDGETS` says what each budget trains.
 """
 
 from __future__ import annotations
@@ -26,46 +27,42 @@ __all__ = ["Budget", "BUDGETS", "Claim", "Section", "CLAIMS", "claim_names"]
 
 @dataclass(frozen=True)
 class Budget:
-    """What one budget trains: the seeds and the options added to every job."""
+    """What one budget trains: the seeds, and per task the options added to its every job."""
 
     name: str
     seeds: tuple[int, ...]
-    options: tuple[str, ...]
+    options: dict[str, tuple[str, ...]]
     note: str
 
 
+QUIET = ("--train.log_every=0",)
 BUDGETS = {
-    "smoke": Budget(
-        "smoke",
-        (0,),
-        (
-            "--train.max_steps=3",
-            "--task_options.max_train_sentences=200",
-            "--model.input.dim=32",
-            "--train.log_every=0",
-        ),
-        "checks the plumbing only: 3 training steps on 200 sentences, one seed; its verdicts "
-        "say nothing about the claims",
-    ),  # fmt: skip
-    "quick": Budget(
-        "quick",
-        (0, 1),
-        (
-            "--train.max_steps=250",
-            "--task_options.max_train_sentences=8000",
-            "--train.log_every=0",
-        ),
-        "250 steps on 8,000 Brown sentences, seeds 0 and 1: a first look, not the recipe",
-    ),  # fmt: skip
-    "full": Budget(
-        "full",
-        (0, 1, 2),
-        ("--train.log_every=0",),
-        "each task's documented recipe (pos: 10 epochs), seeds 0, 1 and 2",
-    ),  # fmt: skip
-}
+    "smoke": Budget("smoke", (0,), {
+        "pos": ("--train.max_steps=3", "--task_options.max_train_sentences=200",
+                "--model.input.dim=32", *QUIET),
+        "cora": ("--train.epochs=2", *QUIET),
+        "freesolv": ("--train.epochs=1", *QUIET),
+        "fsdd": ("--train.epochs=1", "--task_options.limit=24", *QUIET),
+        "recall": ("--train.epochs=1", "--task_options.train=64", "--task_options.dev=32",
+                   "--task_options.test=32", *QUIET),
+    }, "checks the plumbing only: a few training steps, one seed; its verdicts say nothing "
+       "about the claims"),
+    "quick": Budget("quick", (0, 1), {
+        "pos": ("--train.max_steps=250", "--task_options.max_train_sentences=8000", *QUIET),
+        "cora": ("--train.epochs=100", *QUIET),
+        "freesolv": ("--train.epochs=15", *QUIET),
+        "fsdd": ("--train.epochs=6", *QUIET),
+        "recall": ("--train.epochs=1", "--task_options.train=20000", *QUIET),
+    }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
+       "6; recall: 1 on 20,000 sequences), seeds 0 and 1: a first look, not the recipes"),
+    "full": Budget("full", (0, 1, 2), {
+        **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd")},
+        "recall": ("--task_options.train=500000", "--train.epochs=2", "--train.eval_every=5000",
+                   *QUIET),
+    }, "each task's documented recipe (recall: 62,500 steps on 500,000 sequences, where "
+       "BENCHMARKS.md saw it learnt), seeds 0, 1 and 2"),
+}  # fmt: skip
 
-TASK = "pos"
 SA = ("self-attention (4 heads)", ())
 
 
@@ -95,6 +92,7 @@ class Claim:
     """A claim of the lecture (module docstring)."""
 
     number: int = 0
+    task: str = "pos"
     name: str = ""
     claim: str = ""
     setup: str = ""
@@ -105,13 +103,24 @@ class Claim:
 
     def jobs(self, budget: Budget) -> dict[str, list[Job]]:
         """Per variant label, its job per seed of ``budget``."""
+        base = budget.options[self.task]
         return {
-            label: [Job(TASK, (*budget.options, *options), seed, label) for seed in budget.seeds]
+            label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
             for label, options in self.variants()
         }
 
+    def comparisons(self) -> list[tuple[str, Callable, str, str]]:
+        """The rule's parts: ``(name, rule, variant a, variant b)``, the rule applied to the dev
+        scores of ``a`` and ``b``."""
+        return []
+
     def analyse(self, results: dict[str, list[JobResult]]) -> Section:
-        raise NotImplementedError
+        """The section: every part of :meth:`comparisons` (claims with other parts override)."""
+        return self._section(results, self._parts(results))
+
+    def _parts(self, results: dict[str, list[JobResult]]) -> list:
+        return [_compare(name, rule, results[a], results[b])
+                for name, rule, a, b in self.comparisons()]  # fmt: skip
 
     # helpers
     def _section(self, results: dict[str, list[JobResult]], parts, **extra) -> Section:
@@ -121,15 +130,25 @@ class Claim:
                        combine(verdicts), plot=_bar_plot(self, rows), **extra)  # fmt: skip
 
 
+def is_fraction(metric: str | None) -> bool:
+    """A metric shown in percent (accuracy and its kin), not as it is (RMSE, loss)."""
+    return metric is None or "acc" in metric or metric in ("f1", "wer", "per")
+
+
 def _scores(rs: Sequence[JobResult]) -> list[float]:
     return [r.dev for r in rs]
 
 
 def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:
     dev = _scores(rs)
-    test = [float(r.metrics.get("test", {}).get("accuracy", np.nan)) for r in rs]
+    metric = rs[0].metrics.get("metric_name", "accuracy") if rs else None
+    test = [float(r.metrics.get("test", {}).get(metric, np.nan)) for r in rs]
     return {
         "variant": label,
+        "metric": metric,
+        "units_per_s": float(np.mean([r.metrics.get("units_per_s", np.nan) for r in rs]))
+        if rs
+        else None,
         "seeds": len(rs),
         "dev": float(np.mean(dev)) if dev else None,
         "dev_sd": float(np.std(dev, ddof=1)) if len(dev) > 1 else None,
@@ -158,16 +177,20 @@ def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
     done = [r for r in rows if r["dev"] is not None]
     if not done:
         return None
+    metric = done[0]["metric"]
+    scale = 100.0 if is_fraction(metric) else 1.0
     fig = Figure(figsize=(6.4, 0.45 * len(done) + 1.2), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(done))
-    ax.barh(y, [100 * r["dev"] for r in done], xerr=[100 * (r["dev_sd"] or 0) for r in done],
+    ax.barh(y, [scale * r["dev"] for r in done], xerr=[scale * (r["dev_sd"] or 0) for r in done],
             color="#4c72b0", capsize=3)  # fmt: skip
     ax.set_yticks(y, [r["variant"] for r in done], fontsize=8)
     ax.invert_yaxis()
-    lo = min(100 * r["dev"] for r in done)
-    ax.set_xlim(max(0.0, lo - 5), 100)
-    ax.set_xlabel("dev accuracy (%), mean over seeds (bar: standard deviation)", fontsize=8)
+    if scale == 100.0:
+        lo = min(100 * r["dev"] for r in done)
+        ax.set_xlim(max(0.0, lo - 5), 100)
+    unit = " (%)" if scale == 100.0 else ""
+    ax.set_xlabel(f"dev {metric}{unit}, mean over seeds (bar: standard deviation)", fontsize=8)
     ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
     return fig
 
@@ -183,11 +206,9 @@ class WindowGivesContext(Claim):
     def variants(self):
         return [fc(1), fc(3), SA]
 
-    def analyse(self, results):
-        k1, k3, sa = (results[v[0]] for v in self.variants())
-        parts = [_compare("FC k=3 - FC k=1", Better(0.0), k3, k1),
-                 _compare("self-attention - FC k=1", Better(0.0), sa, k1)]  # fmt: skip
-        return self._section(results, parts)
+    def comparisons(self):
+        return [("FC k=3 - FC k=1", Better(0.0), fc(3)[0], fc(1)[0]),
+                ("self-attention - FC k=1", Better(0.0), SA[0], fc(1)[0])]  # fmt: skip
 
 
 class WideWindowsOverfit(Claim):
@@ -230,9 +251,8 @@ class Scores(Claim):
     def variants(self):
         return [SA, ("additive (tanh) scores", ("--model.encoder.attention.score=additive",))]
 
-    def analyse(self, results):
-        sa, additive = (results[v[0]] for v in self.variants())
-        return self._section(results, [_compare("additive - dot", Equivalent(0.01), additive, sa)])
+    def comparisons(self):
+        return [("additive - dot", Equivalent(0.01), "additive (tanh) scores", SA[0])]
 
 
 class Normalisations(Claim):
@@ -246,11 +266,9 @@ class Normalisations(Claim):
         return [SA, ("ReLU normalisation", ("--model.encoder.attention.normalize=relu",)),
                 ("sigmoid normalisation", ("--model.encoder.attention.normalize=sigmoid",))]  # fmt: skip
 
-    def analyse(self, results):
-        sa, relu, sigmoid = (results[v[0]] for v in self.variants())
-        parts = [_compare("ReLU - softmax", Equivalent(0.01), relu, sa),
-                 _compare("sigmoid - softmax", Equivalent(0.01), sigmoid, sa)]  # fmt: skip
-        return self._section(results, parts)
+    def comparisons(self):
+        return [("ReLU - softmax", Equivalent(0.01), "ReLU normalisation", SA[0]),
+                ("sigmoid - softmax", Equivalent(0.01), "sigmoid normalisation", SA[0])]  # fmt: skip
 
 
 class Heads(Claim):
@@ -284,10 +302,103 @@ class Heads(Claim):
         return self._section(results, parts, notes=notes)
 
 
+class TruncatedSpeech(Claim):
+    number, task, name = 8, "fsdd", "truncated self-attention on speech"
+    claim = ("Speech is long and its context local: attention truncated to a window of frames "
+             "loses (almost) nothing against attention over the whole utterance.")  # fmt: skip
+    setup = ("Spoken digits (fsdd, log-mel frames, Conv2d x4 subsampling: an encoder frame is 40 "
+             "ms): full self-attention against windows of ±2 and ±8 encoder frames (±80 and "
+             "±320 ms); accuracy, and training frames per second beside it.")  # fmt: skip
+    rule = (
+        "window ±8 vs full attention: "
+        + str(Equivalent(0.02))
+        + " (2 points: fsdd's test set is small)"
+    )
+
+    def variants(self):
+        return [("full attention", ()), ("window ±8 frames", ("--model.encoder.window=8",)),
+                ("window ±2 frames", ("--model.encoder.window=2",))]  # fmt: skip
+
+    def comparisons(self):
+        return [("dev(±8) - dev(full)", Equivalent(0.02), "window ±8 frames", "full attention")]
+
+
+class ForgettingRNN(Claim):
+    number, task, name = 11, "recall", "self-attention recalls what an RNN forgets"
+    claim = ("Self-attention reaches any earlier position in one step; an RNN must carry it "
+             "through every step between, and forgets a key far back.")  # fmt: skip
+    setup = ("The recall task (key-value pairs, the queried one 8 to 16 tokens back, then its "
+             "key: give the value; read out at the query's position): the self-attention encoder "
+             "against a bidirectional LSTM (rnn). Recall is learnt late, in one jump (BENCHMARKS.md: "
+             "about 20,000 steps on 500,000 sequences at distance 16), so the rule first asks that "
+             "some model learnt it.")  # fmt: skip
+    rule = ("if the better model's mean dev accuracy is under 50% (not learnt: the comparison says "
+            "nothing about forgetting), inconclusive; else self-attention beats the RNN by more "
+            "than 5 points: " + str(Better(0.05)))  # fmt: skip
+    LEARNT = 0.5
+    OPTIONS = ("--task_options.distance=16", "--model.head.pooling=last")
+
+    def variants(self):
+        return [("self-attention", self.OPTIONS),
+                ("RNN (BiLSTM)", (*self.OPTIONS, "--model.encoder.kind=rnn"))]  # fmt: skip
+
+    def analyse(self, results):
+        sa, rnn = (results[v[0]] for v in self.variants())
+        name, verdict, comparison = _compare("dev(SA) - dev(RNN)", Better(0.05), sa, rnn)
+        notes = []
+        best = max((float(np.mean(_scores(rs))) for rs in (sa, rnn) if rs), default=None)
+        if best is not None and best < self.LEARNT and verdict is not Verdict.PENDING:
+            verdict = Verdict.INCONCLUSIVE
+            notes.append(f"not learnt at this budget: the better model's dev accuracy is "
+                         f"{100 * best:.1f}% (< {100 * self.LEARNT:.0f}%)")  # fmt: skip
+        return self._section(results, [(name, verdict, comparison)], notes=notes)
+
+
+class GraphEdges(Claim):
+    number, task, name = 12, "cora", "on a graph, attend along its edges"
+    claim = ("On a graph, attention along the edges (each node over its neighbours) beats "
+             "attention over every node that ignores the edges.")  # fmt: skip
+    setup = ("Cora (Planetoid split): GAT (additive scores along edges), scaled dot-product "
+             "attention along edges (graph_attention), and full attention over all 2,708 nodes "
+             "with Laplacian-eigenvector positions but no edges (full_lappe).")  # fmt: skip
+    rule = ("dot-product attention along edges beats full attention without them: "
+            + str(Better(0.0)))  # fmt: skip
+
+    def variants(self):
+        return [("GAT (along edges)", ()),
+                ("dot-product along edges", ("--model.kind=graph_attention",)),
+                ("full attention, no edges", ("--model.kind=full_lappe",))]  # fmt: skip
+
+    def comparisons(self):
+        return [("dev(edges) - dev(full)", Better(0.0), "dot-product along edges",
+                 "full attention, no edges")]  # fmt: skip
+
+
+class MoleculeBonds(Claim):
+    number, task, name = 13, "freesolv", "a molecule's bonds, in the attention"
+    claim = ("Atoms as a set of one-hot vectors lose the molecule's structure; giving attention "
+             "the bonds (as a mask or as a shortest-path bias) predicts better.")  # fmt: skip
+    setup = ("FreeSolv hydration free energy (RMSE in kcal/mol, lower is better): full attention "
+             "over the atoms (none), attention only along bonds (mask), and full attention with "
+             "a learned bias per shortest-path distance (spd).")  # fmt: skip
+    rule = ("the bias (spd) beats no structure (none), RMSE lower: "
+            + str(Better(0.0, higher=False)))  # fmt: skip
+
+    def variants(self):
+        return [("structure: spd bias", ()), ("structure: bonds as mask", ("--model.structure=mask",)),
+                ("structure: none", ("--model.structure=none",))]  # fmt: skip
+
+    def comparisons(self):  # RMSE: lower is better
+        return [("RMSE(none) - RMSE(spd)", Better(0.0, higher=False), "structure: spd bias",
+                 "structure: none")]  # fmt: skip
+
+
 CLAIMS: dict[str, Claim] = {c.name: c for c in
                             (WindowGivesContext(), WideWindowsOverfit(), Scores(), Normalisations(),
-                             Heads())}  # fmt: skip
-_SHORT = {"window": 1, "wide-window": 2, "scores": 4, "normalisation": 5, "heads": 6}
+                             Heads(), TruncatedSpeech(), ForgettingRNN(), GraphEdges(),
+                             MoleculeBonds())}  # fmt: skip
+_SHORT = {"window": 1, "wide-window": 2, "scores": 4, "normalisation": 5, "heads": 6,
+          "speech-window": 8, "rnn": 11, "graph-edges": 12, "molecule-bonds": 13}  # fmt: skip
 
 
 def claim_names() -> list[str]:

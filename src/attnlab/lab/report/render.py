@@ -15,7 +15,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from .claims import Budget, Claim, Section
+from .claims import Budget, Claim, Section, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
 
@@ -62,7 +62,38 @@ def _atomic(path: Path, text: str) -> None:
 def _fmt(value, percent: bool = True) -> str:
     if value is None:
         return "pending"
-    return f"{100 * value:.2f}" if percent else f"{value:,}"
+    return (
+        f"{100 * value:.2f}"
+        if percent
+        else f"{value:,.4g}"
+        if isinstance(value, float)
+        else f"{value:,}"
+    )
+
+
+def _table(s: Section) -> tuple[list[str], list[list[str]]]:
+    """The section's table: its header and one row of cells per variant."""
+    metric = next((r["metric"] for r in s.rows if r["metric"]), "accuracy")
+    pct = is_fraction(metric)
+    unit = " (%)" if pct else ""
+    header = ["variant", "seeds", f"dev {metric}{unit}", "sd", f"test {metric}{unit}",
+              "parameters", "units/s", "s / run"]  # fmt: skip
+    rows = []
+    for r in s.rows:
+        sd = (
+            ""
+            if r["dev_sd"] is None
+            else (f"{100 * r['dev_sd']:.2f}" if pct else f"{r['dev_sd']:.4g}")
+        )
+        speed = (
+            ""
+            if r["units_per_s"] is None or r["units_per_s"] != r["units_per_s"]
+            else f"{r['units_per_s']:,.0f}"
+        )
+        wall = "" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
+        rows.append([r["variant"], str(r["seeds"]), _fmt(r["dev"], pct), sd, _fmt(r["test"], pct),
+                     _fmt(r["parameters"], False), speed, wall])  # fmt: skip
+    return header, rows
 
 
 def _provenance(results: Sequence[JobResult]) -> list[str]:
@@ -91,15 +122,11 @@ def _markdown(done: Sequence[Section], results: Sequence[JobResult], budget: Bud
     lines += [f"| {s.number} | {s.name} | {s.verdict.value} |" for s in done]
     for s in done:
         mine = _results_of(s, results)
+        header, rows = _table(s)
         lines += ["", f"## {s.number}. {s.name}: {s.verdict.value}", "", f"**Claim.** {s.claim}", "",
                   f"**Setup.** {s.setup}", "", f"**Rule** (fixed before the results). {s.rule}", "",
-                  "| variant | seeds | dev accuracy (%) | sd | test accuracy (%) | parameters | s / run |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for r in s.rows:
-            sd = "" if r["dev_sd"] is None else f"{100 * r['dev_sd']:.2f}"
-            wall = "" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
-            lines.append(f"| {r['variant']} | {r['seeds']} | {_fmt(r['dev'])} | {sd} | "
-                         f"{_fmt(r['test'])} | {_fmt(r['parameters'], False)} | {wall} |")  # fmt: skip
+                  "| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]  # fmt: skip
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
         lines += ["", "**Comparisons.**", ""]
         lines += [f"- {name}: {v.value}" + (f" ({c})" if c else "") for name, v, c in s.comparisons]
         lines += [f"- {n}" for n in s.notes]
@@ -150,15 +177,10 @@ def _html(done: Sequence[Section], results: Sequence[JobResult], budget: Budget)
     for s in done:
         parts += [f"<h2 id='c{s.number}'>{s.number}. {e(s.name)} {_verdict(s.verdict)}</h2>",
                   f"<p><b>Claim.</b> {e(s.claim)}</p><p><b>Setup.</b> {e(s.setup)}</p>",
-                  f"<p><b>Rule</b> (fixed before the results). {e(s.rule)}</p>",
-                  "<table><tr><th>variant</th><th>seeds</th><th>dev accuracy (%)</th><th>sd</th>"
-                  "<th>test accuracy (%)</th><th>parameters</th><th>s / run</th></tr>"]  # fmt: skip
-        for r in s.rows:
-            sd = "" if r["dev_sd"] is None else f"{100 * r['dev_sd']:.2f}"
-            wall = "" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
-            parts.append(f"<tr><td>{e(r['variant'])}</td><td>{r['seeds']}</td><td>{_fmt(r['dev'])}"
-                         f"</td><td>{sd}</td><td>{_fmt(r['test'])}</td><td>"
-                         f"{_fmt(r['parameters'], False)}</td><td>{wall}</td></tr>")  # fmt: skip
+                  f"<p><b>Rule</b> (fixed before the results). {e(s.rule)}</p>"]  # fmt: skip
+        header, rows = _table(s)
+        parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in rows]
         parts.append("</table>")
         parts.append(_png(s.plot))
         parts.append("<p><b>Comparisons.</b></p><ul>")

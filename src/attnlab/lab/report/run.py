@@ -209,7 +209,7 @@ def run_one(job: Job, out: Path) -> None:
             )
     wall = time.perf_counter() - start
     extra = {}
-    if "--model.encoder.kind=fc" not in job.options:
+    if job.task == "pos" and "--model.encoder.kind=fc" not in job.options:  # claim 6's measure
         extra["head_js"] = head_divergence(run)
     write_result(out, job, wall, _provenance(job), extra)
 
