@@ -98,7 +98,14 @@ def _table(s: Section) -> tuple[list[str], list[list[str]]]:
 
 def _provenance(results: Sequence[JobResult]) -> list[str]:
     if not results:
-        return ["no job has finished"]
+        import torch
+
+        from attnlab.provenance import code_identity
+
+        code = code_identity()
+        commit = f"{code.get('commit', '?')[:10]}{' (dirty)' if code.get('dirty') else ''}"
+        return [f"no training job; computed when the report was rendered: commit {commit}, "
+                f"attnlab {code['attnlab']}, torch {torch.__version__}"]  # fmt: skip
     commits = sorted({f"{r.provenance.get('commit', '?')[:10]}{' (dirty)' if r.provenance.get('dirty') else ''}"
                       for r in results})  # fmt: skip
     cpus = sorted({f"{r.provenance.get('cpu')} [{' '.join(r.provenance.get('isa', []))}], "
@@ -125,8 +132,10 @@ def _markdown(done: Sequence[Section], results: Sequence[JobResult], budget: Bud
         header, rows = _table(s)
         lines += ["", f"## {s.number}. {s.name}: {s.verdict.value}", "", f"**Claim.** {s.claim}", "",
                   f"**Setup.** {s.setup}", "", f"**Rule** (fixed before the results). {s.rule}", "",
-                  "| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]  # fmt: skip
-        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+                  ]  # fmt: skip
+        if rows:
+            lines += ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+            lines += ["| " + " | ".join(cells) + " |" for cells in rows]
         lines += ["", "**Comparisons.**", ""]
         lines += [f"- {name}: {v.value}" + (f" ({c})" if c else "") for name, v, c in s.comparisons]
         lines += [f"- {n}" for n in s.notes]
@@ -179,9 +188,12 @@ def _html(done: Sequence[Section], results: Sequence[JobResult], budget: Budget)
                   f"<p><b>Claim.</b> {e(s.claim)}</p><p><b>Setup.</b> {e(s.setup)}</p>",
                   f"<p><b>Rule</b> (fixed before the results). {e(s.rule)}</p>"]  # fmt: skip
         header, rows = _table(s)
-        parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
-        parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in rows]
-        parts.append("</table>")
+        if rows:
+            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+            parts += [
+                "<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in rows
+            ]
+            parts.append("</table>")
         parts.append(_png(s.plot))
         parts.append("<p><b>Comparisons.</b></p><ul>")
         parts += [f"<li>{e(name)}: {_verdict(v)}{' ' + e(str(c)) if c else ''}</li>"
