@@ -59,3 +59,12 @@ def test_an_empty_output_costs_every_reference_phone():
 
 def test_nothing_counted_is_zero_not_a_division_error():
     assert G2PScore().per == 0.0 and G2PScore().wer == 0.0
+
+
+def test_length_accuracy_counts_outputs_of_a_references_length():
+    score = G2PScore()
+    score.add(["K", "AE", "T"], [["K", "AE", "T"]], letters=3)  # right length, spelled 1:1
+    score.add(["K", "AE"], [["K", "AE", "T", "S"], ["K", "AE"]], letters=4)  # the 2nd reference
+    score.add(["TH", "IH", "NG", "Z"], [["TH", "IH", "NG"]], letters=6)  # one phone too many
+    assert score.length_accuracy == 2 / 3
+    assert score.letters_length_accuracy == 2 / 3  # 3 == 3, 4 in {4, 2}; 6 not in {3}

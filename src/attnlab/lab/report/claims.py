@@ -48,6 +48,8 @@ BUDGETS = {
         "positions": ("--train.epochs=1", "--task_options.train=64", "--task_options.dev=32",
                       "--task_options.test=32", *QUIET),
         "digits": ("--train.epochs=1", *QUIET),
+        "g2p": ("--train.epochs=1", "--task_options.max_train_words=200",
+                "--task_options.max_eval_words=50", "--model.dim=32", *QUIET),
     }, "checks the plumbing only: a few training steps, one seed; its verdicts say nothing "
        "about the claims"),
     "quick": Budget("quick", (0, 1), {
@@ -58,10 +60,12 @@ BUDGETS = {
         "recall": ("--train.epochs=1", "--task_options.train=20000", *QUIET),
         "positions": ("--train.epochs=5", *QUIET),
         "digits": ("--train.epochs=200", "--train.patience=20", *QUIET),
+        "g2p": ("--train.epochs=3", "--task_options.max_train_words=8000",
+                "--task_options.max_eval_words=500", *QUIET),
     }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
-       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving), seeds 0 and 1: a first look, not the recipes"),
+       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words), seeds 0 and 1: a first look, not the recipes"),
     "full": Budget("full", (0, 1, 2), {
-        **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions")},
+        **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions", "g2p")},
         "fashion": ("--train.epochs=30", "--train.patience=5", *QUIET),
         "recall": ("--task_options.train=500000", "--train.epochs=2", "--train.eval_every=5000",
                    *QUIET),
@@ -147,8 +151,12 @@ def is_fraction(metric: str | None) -> bool:
 
 
 def _scores(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
+    """Per run, its best dev score (``"dev"``), its test score (``"test"``), or another metric
+    of its best dev evaluation (``"dev:NAME"``)."""
     if split == "dev":
         return [r.dev for r in rs]
+    if split.startswith("dev:"):
+        return [float(r.metrics["best_dev"][split[4:]]) for r in rs]
     return [float(r.metrics["test"][r.metrics.get("metric_name", "accuracy")]) for r in rs]
 
 
@@ -513,6 +521,35 @@ class DataEfficiency(Claim):
         return self._section(results, parts)
 
 
+class OutputLength(Claim):
+    number, task, name = 15, "g2p", "seq2seq: the model decides the output length"
+    claim = ("An encoder-decoder decides how long its output is: a word's phones are not one per "
+             "letter, and the decoder stops at the right length; beam search finds better "
+             "outputs than greedy decoding.")  # fmt: skip
+    setup = ("Grapheme to phoneme (g2p, CMUdict): the Transformer encoder-decoder, evaluated "
+             "with greedy decoding and with beam search (5); length accuracy = the share of words "
+             "output with as many phones as a reference, beside the share a one-phone-per-letter "
+             "output would get. PER: phone error rate (lower is better).")  # fmt: skip
+    rule = ("the decoded length beats one phone per letter (dev length accuracy, greedy): "
+            + str(Better(0.0)) + "; and beam search beats greedy on dev PER: "
+            + str(Better(0.0, higher=False)))  # fmt: skip
+
+    def variants(self):
+        return [("greedy decoding", ()), ("beam search (5)", ("--task_options.eval_beam=5",))]
+
+    def analyse(self, results):
+        greedy, beam = (results[v[0]] for v in self.variants())
+        parts = []
+        if greedy:
+            verdict, comparison = Better(0.0)(_scores(greedy, "dev:length_accuracy"),
+                                              _scores(greedy, "dev:letters_length_accuracy"))  # fmt: skip
+            parts.append(("length accuracy: decoded - one phone per letter", verdict, comparison))
+        else:
+            parts.append(("length accuracy: decoded - one phone per letter", Verdict.PENDING, None))
+        parts.append(_compare("PER(greedy) - PER(beam)", Better(0.0, higher=False), beam, greedy))
+        return self._section(results, parts)
+
+
 class ConvIsAttention(Claim):
     number, name = 9, "a convolution is a restricted self-attention"
     claim = ("A convolution is self-attention restricted to a fixed neighbourhood: one head per "
@@ -556,9 +593,9 @@ class ConvIsAttention(Claim):
 CLAIMS: dict[str, Claim] = {c.name: c for c in
                             (WindowGivesContext(), WideWindowsOverfit(), Scores(), Normalisations(),
                              Heads(), PositionalEncodings(), ConvIsAttention(), DataEfficiency(), TruncatedSpeech(), ForgettingRNN(),
-                             GraphEdges(), MoleculeBonds())}  # fmt: skip
+                             GraphEdges(), MoleculeBonds(), OutputLength())}  # fmt: skip
 _SHORT = {"window": 1, "wide-window": 2, "scores": 4, "normalisation": 5, "heads": 6,
-          "positions": 7, "speech-window": 8, "conv": 9, "data": 10, "rnn": 11, "graph-edges": 12, "molecule-bonds": 13}  # fmt: skip
+          "positions": 7, "speech-window": 8, "conv": 9, "data": 10, "rnn": 11, "graph-edges": 12, "molecule-bonds": 13, "seq2seq-length": 15}  # fmt: skip
 
 
 def claim_names() -> list[str]:

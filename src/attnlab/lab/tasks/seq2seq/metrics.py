@@ -5,6 +5,9 @@ r"""Metrics of grapheme-to-phoneme conversion against one or more reference pron
   :math:`r_w` (the one at the smallest distance; on a tie, the shorter, then the first), over
   the total length of those references.
 * **Word error rate** (WER): the fraction of words whose output equals none of the references.
+* **Length accuracy**: the fraction of words whose output has as many phones as one of the
+  references: the output length the model decides; beside it, the same for the length of the
+  spelling (a model that emitted one phone per letter).
 """
 
 from __future__ import annotations
@@ -45,14 +48,32 @@ class G2PScore:
     word_errors: int = 0
     phone_errors: int = 0
     phones: int = 0
+    length_hits: int = 0
+    letters_length_hits: int = 0
 
-    def add(self, output: Sequence[str], references: Sequence[Sequence[str]]) -> None:
-        """Count one word's ``output`` against its ``references``."""
+    def add(
+        self, output: Sequence[str], references: Sequence[Sequence[str]], letters: int = -1
+    ) -> None:
+        """Count one word's ``output`` against its ``references`` (``letters``: the length of
+        its spelling, for :attr:`letters_length_accuracy`)."""
         errors, length = best_reference(output, references)
         self.words += 1
         self.word_errors += errors > 0
         self.phone_errors += errors
         self.phones += length
+        lengths = {len(ref) for ref in references}
+        self.length_hits += len(output) in lengths
+        self.letters_length_hits += letters in lengths
+
+    @property
+    def length_accuracy(self) -> float:
+        """The fraction of words output with a reference's number of phones."""
+        return self.length_hits / max(self.words, 1)
+
+    @property
+    def letters_length_accuracy(self) -> float:
+        """The same for one phone per letter (the words added with their ``letters``)."""
+        return self.letters_length_hits / max(self.words, 1)
 
     @property
     def per(self) -> float:

@@ -210,9 +210,12 @@ class G2PTask(Task, TaskCommands):
                                     reduction="sum", ignore_index=PAD).item()  # fmt: skip
             tokens += int((target != PAD).sum())
             hyps = self._decode(net, batch["src"], batch["lengths"], beam=self.options.eval_beam)
-            for best, refs in zip(hyps, batch["refs"].tolist()):
-                score.add(best[0].tokens[:-1], [[p for p in ref if p] for ref in refs if ref[0]])
+            for best, refs, letters in zip(hyps, batch["refs"].tolist(), batch["lengths"].tolist()):
+                score.add(best[0].tokens[:-1], [[p for p in ref if p] for ref in refs if ref[0]],
+                          letters)  # fmt: skip
         return {"per": score.per, "wer": score.wer, "loss": loss / max(tokens, 1),
+                "length_accuracy": score.length_accuracy,
+                "letters_length_accuracy": score.letters_length_accuracy,
                 "words": float(score.words)}  # fmt: skip
 
     def _decode(
