@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from attnlab.lab.train.atomic import atomic_write_text
 
 __all__ = ["Job", "JobResult", "read_result", "read_results", "write_results", "shard"]
 
@@ -94,9 +95,7 @@ def write_result(
     metrics = {**_small(json.loads((run / "metrics.json").read_text())), **extra}
     result = JobResult(job.key, job.task, list(job.options), job.seed, job.label,
                        metrics, round(wall_s, 2), provenance)  # fmt: skip
-    tmp = run / "result.json.tmp"
-    tmp.write_text(json.dumps(asdict(result), sort_keys=True))
-    os.replace(tmp, run / "result.json")
+    atomic_write_text(run / "result.json", json.dumps(asdict(result), sort_keys=True))
     return result
 
 
@@ -115,10 +114,8 @@ def read_results(path: Path) -> list[JobResult]:
 
 def write_results(path: Path, results: Iterable[JobResult]) -> None:
     """``results.jsonl``: one result a line, by key; written atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(asdict(r), sort_keys=True) + "\n"
-                           for r in sorted(results, key=lambda r: r.key)))  # fmt: skip
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(asdict(r), sort_keys=True) + "\n"
+                                    for r in sorted(results, key=lambda r: r.key)))  # fmt: skip
 
 
 def shard(jobs: Sequence[Job], spec: str | None) -> list[Job]:

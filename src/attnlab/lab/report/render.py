@@ -15,6 +15,8 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+from attnlab.lab.train.atomic import atomic_write_text
+
 from .claims import Budget, Claim, Section, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
@@ -46,17 +48,11 @@ def render(out: Path, budget: Budget, claims: Sequence[Claim]) -> str:
     """Write the three files into ``out``; return a one-line summary."""
     done, results = sections(out, budget, claims)
     write_results(out / "results.jsonl", results)
-    _atomic(out / "report.md", _markdown(done, results, budget))
-    _atomic(out / "report.html", _html(done, results, budget))
+    atomic_write_text(out / "report.md", _markdown(done, results, budget))
+    atomic_write_text(out / "report.html", _html(done, results, budget))
     counts = {v: sum(s.verdict is v for s in done) for v in Verdict}
     summary = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)
     return f"{out / 'report.html'}: {len(done)} claims ({summary}); {len(results)} jobs finished"
-
-
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def _fmt(value, percent: bool = True) -> str:

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import platform
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from attnlab.lab.train.atomic import atomic_write_text
 
 from .claims import BUDGETS, Claim, select
 from .jobs import Job, job_dir, read_result, shard, write_result
@@ -106,9 +107,7 @@ def _write_manifest(out: Path, budget: str, claims: Sequence[Claim]) -> None:
                 "another --out (or --budget " + old["budget"] + " to continue that one)"
             )
         names = sorted(set(names) | set(old["claims"]), key=int)
-    tmp = path.with_name("report.json.tmp")
-    tmp.write_text(json.dumps({"budget": budget, "claims": names}))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"budget": budget, "claims": names}))
 
 
 def _read_manifest(out: Path) -> dict[str, Any]:
@@ -230,17 +229,12 @@ def _output_to(stream):
 
 
 def _provenance(job: Job) -> dict[str, Any]:
-    from attnlab.lab.train.precision import cpu_flags, cpu_model
+    from attnlab.lab.bench.train import machine
     from attnlab.provenance import code_identity
 
-    flags = cpu_flags()
     return {
         **code_identity(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "cpu": cpu_model(),
-        "isa": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags],
-        "threads": torch.get_num_threads(),
+        **machine(),  # cpu, isa, threads, torch, python
         "seed": job.seed,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
