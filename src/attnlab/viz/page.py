@@ -36,8 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from .view import AttentionView, as_mapping
-
 __all__ = ["render", "read_page", "FLOAT16_LIMIT", "MAX_BYTES", "READY_FLAG"]
 
 logger = logging.getLogger(__name__)
@@ -86,8 +84,8 @@ def _weights(blob: _Blob, w: np.ndarray, precision: str, bits: int) -> dict[str,
     return {"w": blob.add(q), "scale": blob.add(scale), "levels": levels}
 
 
-def render(view: AttentionView, *, precision: str = "auto", max_bytes: int = MAX_BYTES) -> str:
-    """The page of ``view`` (module docstring), as a string.
+def render(view: Any, *, precision: str = "auto", max_bytes: int = MAX_BYTES) -> str:
+    """The page of ``view`` (an :class:`~.view.AttentionView`; module docstring), as a string.
 
     ``precision``: ``"float16"``; ``"uint8"`` (8 bits a weight, a scale per row); or
     ``"auto"``: float16 up to :data:`FLOAT16_LIMIT` weights, else the most bits a weight (8 down
@@ -112,7 +110,7 @@ def render(view: AttentionView, *, precision: str = "auto", max_bytes: int = MAX
     return page
 
 
-def _bits_to_try(view: AttentionView, max_bytes: int) -> list[int]:
+def _bits_to_try(view: Any, max_bytes: int) -> list[int]:
     """8 down to 4 bits a weight, starting at the most whose page, estimated from each family's
     first layer compressed alone, fits in ``max_bytes`` (writing a large page once, not five
     times)."""
@@ -127,7 +125,7 @@ def _bits_to_try(view: AttentionView, max_bytes: int) -> list[int]:
     return ladder[-1:]
 
 
-def _render(view: AttentionView, precision: str, bits: int) -> str:
+def _render(view: Any, precision: str, bits: int) -> str:
     blob = _Blob()
     families = []
     for a in view.attentions:
@@ -143,8 +141,11 @@ def _render(view: AttentionView, precision: str, bits: int) -> str:
             "rollout": None if roll is None else _weights(blob, roll[None].astype(np.float32),
                                                           precision, bits),
         })  # fmt: skip
-    meta = {
-        **as_mapping(view),
+    meta = {  # the view's fields the page reads (its arrays go in the blob)
+        "title": view.title,
+        "prediction": view.prediction,
+        "notes": view.notes,
+        "modality": {"kind": view.modality.kind, **view.modality.data},
         "precision": "float16" if precision == "float16" else f"{bits}-bit",
         "attentions": families,
         "arrays": {k: blob.add(v) for k, v in view.modality.arrays.items()},

@@ -12,13 +12,15 @@ neighbourhood, a molecule); ``save`` writes one self-contained HTML page (:mod:`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from torch import Tensor
+
+from .page import MAX_BYTES, render
 
 __all__ = ["Attention", "AttentionView", "Modality", "rollout"]
 
@@ -191,8 +193,6 @@ class AttentionView:
         """The self-contained page (:func:`.page.render`): ``precision`` ``"float16"``,
         ``"uint8"`` (8 bits a weight, a scale per row) or ``"auto"`` (float16 for small inputs,
         else as many bits as keep the page within ``max_bytes``, default 5 MB)."""
-        from .page import MAX_BYTES, render
-
         return render(self, precision=precision, max_bytes=max_bytes or MAX_BYTES)
 
     def save(
@@ -229,13 +229,3 @@ def _float_array(w: Tensor | np.ndarray, what: str, name: str) -> np.ndarray:
     if a.ndim != 3:
         raise ValueError(f"Attention {name!r}: {what} must be (h, i, j), got shape {a.shape}")
     return np.ascontiguousarray(a, dtype=np.float32)
-
-
-def as_mapping(view: AttentionView) -> Mapping[str, Any]:
-    """The view's fields as the page's JSON reads them (without the arrays)."""
-    return {
-        "title": view.title,
-        "prediction": view.prediction,
-        "notes": view.notes,
-        "modality": {"kind": view.modality.kind, **view.modality.data},
-    }
