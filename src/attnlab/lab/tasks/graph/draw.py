@@ -17,6 +17,7 @@ Legend: ``n`` nodes, ``E`` edges, ``h`` heads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "neighbourhood_figure",
     "neighbourhood",
     "absent_pairs",
+    "dense_attention",
     "MAX_DRAWN_NODES",
     "WHOLE_GRAPH_NODES",
 ]
@@ -54,6 +56,24 @@ def neighbourhood(edge_index: Tensor, node: int, hops: int = 2, cap: int = MAX_D
         seen |= set(nxt)
         ring = set(nxt)
     return order[:cap]
+
+
+def dense_attention(
+    attention: Sequence[tuple[Tensor, Tensor]], nodes: list[int], num_nodes: int
+) -> list[Tensor]:
+    """Per attention layer, its ``(E', h)`` edge weights over ``nodes`` (as :func:`neighbourhood`
+    orders them) as a dense ``(h, i, j)``: row ``i`` attends to column ``j`` (the edge
+    ``j -> i``), zero where the layer has no such edge (:func:`absent_pairs` says which)."""
+    pos = torch.full((num_nodes,), -1, dtype=torch.long)
+    pos[torch.tensor(nodes)] = torch.arange(len(nodes))
+    maps = []
+    for edges, weights in attention:  # (2, E'), (E', h)
+        i, j = pos[edges[1]], pos[edges[0]]  # destination attends to source
+        keep = (i >= 0) & (j >= 0)
+        dense = torch.zeros(weights.shape[1], len(nodes), len(nodes))  # (h, i, j)
+        dense[:, i[keep], j[keep]] = weights[keep].float().T
+        maps.append(dense)
+    return maps
 
 
 def absent_pairs(edge_index: Tensor, nodes: list[int], *, self_loops: bool = True) -> Tensor:

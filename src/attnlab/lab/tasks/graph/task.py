@@ -259,7 +259,7 @@ class NodeTask(Task, TaskCommands):
         Raises:
             ValueError: a model without attention weights (``gcn``, ``mlp``).
         """
-        from attnlab.lab.tasks.graph.draw import neighbourhood
+        from attnlab.lab.tasks.graph.draw import dense_attention, neighbourhood
 
         graph = self._load()
         node = self.command_inputs([], {"nodes": [input]})[0]
@@ -271,17 +271,8 @@ class NodeTask(Task, TaskCommands):
                 "show; drop --layer/--head to draw its neighbourhood"
             )
         nodes = neighbourhood(graph.edge_index, node)
-        pos = torch.full((graph.num_nodes,), -1, dtype=torch.long)
-        pos[torch.tensor(nodes)] = torch.arange(len(nodes))
-        maps = []
-        for edges, weights in attention:  # (2, E'), (E', h)
-            i, j = pos[edges[1]], pos[edges[0]]  # destination attends to source
-            keep = (i >= 0) & (j >= 0)
-            dense = torch.zeros(weights.shape[1], len(nodes), len(nodes))  # (h, i, j)
-            dense[:, i[keep], j[keep]] = weights[keep].float().T
-            maps.append(dense)
         labels = [str(n) for n in nodes]
-        return AttentionMap(maps, labels, labels)
+        return AttentionMap(dense_attention(attention, nodes, graph.num_nodes), labels, labels)
 
     def attention_view(self, model: nn.Module, input: int, *, title: str = "", **options: Any):
         """The node's 2-hop neighbourhood, attention along its edges only

@@ -12,7 +12,7 @@ from torch import nn
 
 from attnlab.viz import Attention, AttentionView, Modality
 
-from .draw import absent_pairs, neighbourhood
+from .draw import absent_pairs, dense_attention, neighbourhood
 
 __all__ = ["graph_view"]
 
@@ -38,14 +38,8 @@ def graph_view(task: Any, model: nn.Module, node: int, *, title: str = "") -> At
     nodes = neighbourhood(graph.edge_index, node)
     pos = torch.full((graph.num_nodes,), -1, dtype=torch.long)
     pos[torch.tensor(nodes)] = torch.arange(len(nodes))
-    weights, masked = [], []
-    for edges, w in res.attention:  # (2, E'), (E', h): the layer's own edges
-        i, j = pos[edges[1]], pos[edges[0]]  # destination attends to source
-        keep = (i >= 0) & (j >= 0)
-        dense = torch.zeros(w.shape[1], len(nodes), len(nodes))  # (h, i, j)
-        dense[:, i[keep], j[keep]] = w[keep].float().T
-        weights.append(dense)
-        masked.append(absent_pairs(edges, nodes, self_loops=False))
+    weights = dense_attention(res.attention, nodes, graph.num_nodes)
+    masked = [absent_pairs(edges, nodes, self_loops=False) for edges, _ in res.attention]
     g = nx.Graph()
     g.add_nodes_from(range(len(nodes)))
     src, dst = pos[graph.edge_index[0]], pos[graph.edge_index[1]]
