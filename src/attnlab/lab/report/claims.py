@@ -13,209 +13,16 @@ freesolv). :data:`BUDGETS` says what each budget trains.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from .jobs import Job, JobResult
-from .stats import MIN_SEEDS, Better, Comparison, Equivalent, Verdict, combine
+from .budgets import BUDGETS, Budget
+from .claim import SA, Claim, Section, compare, fc, scores_of
+from .jobs import Job
+from .stats import MIN_SEEDS, Better, Equivalent, Verdict
 
-__all__ = ["Budget", "BUDGETS", "Claim", "Section", "CLAIMS", "claim_names"]
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one budget trains: the seeds, and per task the options added to its every job."""
-
-    name: str
-    seeds: tuple[int, ...]
-    options: dict[str, tuple[str, ...]]
-    note: str
-
-
-QUIET = ("--train.log_every=0",)
-BUDGETS = {
-    "smoke": Budget("smoke", (0,), {
-        "pos": ("--train.max_steps=3", "--task_options.max_train_sentences=200",
-                "--model.input.dim=32", *QUIET),
-        "cora": ("--train.epochs=2", *QUIET),
-        "freesolv": ("--train.epochs=1", *QUIET),
-        "fsdd": ("--train.epochs=1", "--task_options.limit=24", *QUIET),
-        "recall": ("--train.epochs=1", "--task_options.train=64", "--task_options.dev=32",
-                   "--task_options.test=32", *QUIET),
-        "positions": ("--train.epochs=1", "--task_options.train=64", "--task_options.dev=32",
-                      "--task_options.test=32", *QUIET),
-        "digits": ("--train.epochs=1", *QUIET),
-        "g2p": ("--train.epochs=1", "--task_options.max_train_words=200",
-                "--task_options.max_eval_words=50", "--model.dim=32", *QUIET),
-    }, "checks the plumbing only: a few training steps, one seed; its verdicts say nothing "
-       "about the claims"),
-    "quick": Budget("quick", (0, 1), {
-        "pos": ("--train.max_steps=250", "--task_options.max_train_sentences=8000", *QUIET),
-        "cora": ("--train.epochs=100", *QUIET),
-        "freesolv": ("--train.epochs=15", *QUIET),
-        "fsdd": ("--train.epochs=6", *QUIET),
-        "recall": ("--train.epochs=1", "--task_options.train=20000", *QUIET),
-        "positions": ("--train.epochs=5", *QUIET),
-        "digits": ("--train.epochs=200", "--train.patience=20", *QUIET),
-        "g2p": ("--train.epochs=3", "--task_options.max_train_words=8000",
-                "--task_options.max_eval_words=500", *QUIET),
-    }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
-       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words), seeds 0 and 1: a first look, not the recipes"),
-    "full": Budget("full", (0, 1, 2), {
-        **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions", "g2p")},
-        "fashion": ("--train.epochs=30", "--train.patience=5", *QUIET),
-        "recall": ("--task_options.train=500000", "--train.epochs=2", "--train.eval_every=5000",
-                   *QUIET),
-    }, "each task's documented recipe (recall: 62,500 steps on 500,000 sequences, where "
-       "BENCHMARKS.md saw it learnt; fashion: up to 30 epochs, stopped 5 evaluations after dev "
-       "stops improving), seeds 0, 1 and 2"),
-}  # fmt: skip
-
-SA = ("self-attention (4 heads)", ())
-
-
-def fc(k: int) -> tuple[str, tuple[str, ...]]:
-    """The fully connected network over a window of ``k`` vectors."""
-    return (f"FC, window k={k}", ("--model.encoder.kind=fc", f"--model.encoder.context={k}"))
-
-
-@dataclass
-class Section:
-    """One claim's part of the report."""
-
-    number: int
-    name: str
-    claim: str
-    setup: str
-    rule: str
-    rows: list[dict[str, Any]]
-    comparisons: list[tuple[str, Verdict, Comparison | None]]
-    verdict: Verdict
-    notes: list[str] = field(default_factory=list)
-    plot: Any = None  # a matplotlib Figure, or None
-    commands: list[str] = field(default_factory=list)
-
-
-class Claim:
-    """A claim of the lecture (module docstring)."""
-
-    number: int = 0
-    task: str = "pos"
-    #: changes of the rule after results were seen, each said on the page (with why)
-    revisions: tuple[str, ...] = ()
-    name: str = ""
-    claim: str = ""
-    setup: str = ""
-    rule: str = ""
-
-    def variants(self) -> list[tuple[str, tuple[str, ...]]]:
-        raise NotImplementedError
-
-    def jobs(self, budget: Budget) -> dict[str, list[Job]]:
-        """Per variant label, its job per seed of ``budget``."""
-        base = budget.options[self.task]
-        return {
-            label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
-            for label, options in self.variants()
-        }
-
-    def comparisons(self) -> list[tuple]:
-        """The rule's parts: ``(name, rule, variant a, variant b)``, the rule applied to the dev
-        scores of ``a`` and ``b`` (or, with a fifth element ``"test"``, their test scores: for
-        claims about inputs no choice was made on, such as longer test sequences)."""
-        return []
-
-    def analyse(self, results: dict[str, list[JobResult]]) -> Section:
-        """The section: every part of :meth:`comparisons` (claims with other parts override)."""
-        return self._section(results, self._parts(results))
-
-    def _parts(self, results: dict[str, list[JobResult]]) -> list:
-        return [_compare(name, rule, results[a], results[b], *split)
-                for name, rule, a, b, *split in self.comparisons()]  # fmt: skip
-
-    # helpers
-    def _section(self, results: dict[str, list[JobResult]], parts, **extra) -> Section:
-        rows = [_row(label, rs) for label, rs in results.items()]
-        verdicts = [v for _, v, _ in parts]
-        extra["notes"] = [*extra.get("notes", []), *(f"revised: {r}" for r in self.revisions)]
-        return Section(self.number, self.name, self.claim, self.setup, self.rule, rows, parts,
-                       combine(verdicts), plot=_bar_plot(self, rows), **extra)  # fmt: skip
-
-
-def is_fraction(metric: str | None) -> bool:
-    """A metric shown in percent (accuracy and its kin), not as it is (RMSE, loss)."""
-    return metric is None or "acc" in metric or metric in ("f1", "wer", "per")
-
-
-def _scores(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
-    """Per run, its best dev score (``"dev"``), its test score (``"test"``), or another metric
-    of its best dev evaluation (``"dev:NAME"``)."""
-    if split == "dev":
-        return [r.dev for r in rs]
-    if split.startswith("dev:"):
-        return [float(r.metrics["best_dev"][split[4:]]) for r in rs]
-    return [float(r.metrics["test"][r.metrics.get("metric_name", "accuracy")]) for r in rs]
-
-
-def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:
-    dev = _scores(rs)
-    metric = rs[0].metrics.get("metric_name", "accuracy") if rs else None
-    test = [float(r.metrics.get("test", {}).get(metric, np.nan)) for r in rs]
-    return {
-        "variant": label,
-        "metric": metric,
-        "units_per_s": float(np.mean([r.metrics.get("units_per_s", np.nan) for r in rs]))
-        if rs
-        else None,
-        "seeds": len(rs),
-        "dev": float(np.mean(dev)) if dev else None,
-        "dev_sd": float(np.std(dev, ddof=1)) if len(dev) > 1 else None,
-        "test": float(np.nanmean(test)) if test else None,
-        "parameters": int(rs[0].metrics.get("parameters", 0)) if rs else None,
-        "wall_s": float(np.mean([r.wall_s for r in rs])) if rs else None,
-    }
-
-
-def _compare(
-    name: str, rule: Callable, a: Sequence[JobResult], b: Sequence[JobResult], split: str = "dev"
-):
-    """One part of a verdict: ``rule`` on the ``split`` scores of ``a`` and ``b`` (pending
-    while either has none)."""
-    if not a or not b:
-        return name, Verdict.PENDING, None
-    verdict, comparison = rule(_scores(a, split), _scores(b, split))
-    return name, verdict, comparison
-
-
-def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
-    """Dev accuracy per variant with its seeds' spread (a matplotlib Figure)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    done = [r for r in rows if r["dev"] is not None]
-    if not done:
-        return None
-    metric = done[0]["metric"]
-    scale = 100.0 if is_fraction(metric) else 1.0
-    fig = Figure(figsize=(6.4, 0.45 * len(done) + 1.2), layout="constrained")
-    ax = fig.add_subplot()
-    y = np.arange(len(done))
-    ax.barh(y, [scale * r["dev"] for r in done], xerr=[scale * (r["dev_sd"] or 0) for r in done],
-            color="#4c72b0", capsize=3)  # fmt: skip
-    ax.set_yticks(y, [r["variant"] for r in done], fontsize=8)
-    ax.invert_yaxis()
-    if scale == 100.0:
-        lo = min(100 * r["dev"] for r in done)
-        ax.set_xlim(max(0.0, lo - 5), 100)
-    unit = " (%)" if scale == 100.0 else ""
-    ax.set_xlabel(f"dev {metric}{unit}, mean over seeds (bar: standard deviation)", fontsize=8)
-    ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
-    return fig
+__all__ = ["BUDGETS", "CLAIMS", "claim_names", "select"]
 
 
 class WindowGivesContext(Claim):
@@ -256,7 +63,7 @@ class WideWindowsOverfit(Claim):
         else:
             ok = all(a < b for a, b in zip(counts, counts[1:]))
             grows = ("FC parameters grow with k", Verdict.HELD if ok else Verdict.NOT_HELD, None)
-        name, verdict, comparison = _compare("dev(k=15) - dev(k=5)", Better(0.005), fcs[-1], fcs[2])
+        name, verdict, comparison = compare("dev(k=15) - dev(k=5)", Better(0.005), fcs[-1], fcs[2])
         # "k=15 beats k=5 by half a point" holding is this claim not holding, and vice versa
         flipped = {Verdict.HELD: Verdict.NOT_HELD, Verdict.NOT_HELD: Verdict.HELD}.get(
             verdict, verdict
@@ -310,7 +117,7 @@ class Heads(Claim):
 
     def analyse(self, results):
         many, one = (results[v[0]] for v in self.variants())
-        parts = [_compare("dev(4 heads) - dev(1 head)", Better(-0.005), many, one)]
+        parts = [compare("dev(4 heads) - dev(1 head)", Better(-0.005), many, one)]
         notes = []
         if many:
             js = [r.metrics["head_js"] for r in many if r.metrics.get("head_js") is not None]
@@ -371,9 +178,9 @@ class ForgettingRNN(Claim):
 
     def analyse(self, results):
         sa, rnn = (results[v[0]] for v in self.variants())
-        name, verdict, comparison = _compare("dev(SA) - dev(RNN)", Better(0.05), sa, rnn)
+        name, verdict, comparison = compare("dev(SA) - dev(RNN)", Better(0.05), sa, rnn)
         notes = []
-        best = max((float(np.mean(_scores(rs))) for rs in (sa, rnn) if rs), default=None)
+        best = max((float(np.mean(scores_of(rs))) for rs in (sa, rnn) if rs), default=None)
         if best is not None and best < self.LEARNT and verdict is not Verdict.PENDING:
             verdict = Verdict.INCONCLUSIVE
             notes.append(f"not learnt at this budget: the better model's dev accuracy is "
@@ -454,15 +261,15 @@ class PositionalEncodings(Claim):
 
         def best(names):  # the encoding of the best mean dev accuracy (None while pending)
             done = [n for n in names if at(n, "L")]
-            return max(done, key=lambda n: np.mean(_scores(at(n, "L")))) if done else None
+            return max(done, key=lambda n: np.mean(scores_of(at(n, "L")))) if done else None
 
         encoder = best([n for n, _ in self.ENCODINGS if n != "none"])
         relative = best(self.RELATIVE)
         parts = [
-            _compare(f"test({encoder}) - test(none) at L, {encoder} chosen on dev", Better(0.10),
+            compare(f"test({encoder}) - test(none) at L, {encoder} chosen on dev", Better(0.10),
                      at(encoder, "L"), at("none", "L"), "test")
             if encoder else ("best encoding - none at L", Verdict.PENDING, None),
-            _compare(f"test({relative}) at 2L - at L, {relative} chosen on dev", Better(-0.05),
+            compare(f"test({relative}) at 2L - at L, {relative} chosen on dev", Better(-0.05),
                      at(relative, "2L"), at(relative, "L"), "test")
             if relative else ("relative encoding, 2L - L", Verdict.PENDING, None),
         ]  # fmt: skip
@@ -514,9 +321,9 @@ class DataEfficiency(Claim):
         sizes = sorted({size(label) for label in results})
         at = lambda model, n: results[f"{model}, {n:,} images"]  # noqa: E731
         cnn, sa = (m for m, _ in self.MODELS)
-        parts = [_compare(f"dev(CNN) - dev(SA) at {sizes[0]:,}", Better(0.0), at(cnn, sizes[0]),
+        parts = [compare(f"dev(CNN) - dev(SA) at {sizes[0]:,}", Better(0.0), at(cnn, sizes[0]),
                           at(sa, sizes[0])),
-                 _compare(f"dev(SA) - dev(CNN) at {sizes[-1]:,}", Better(-0.01), at(sa, sizes[-1]),
+                 compare(f"dev(SA) - dev(CNN) at {sizes[-1]:,}", Better(-0.01), at(sa, sizes[-1]),
                           at(cnn, sizes[-1]))]  # fmt: skip
         return self._section(results, parts)
 
@@ -541,12 +348,12 @@ class OutputLength(Claim):
         greedy, beam = (results[v[0]] for v in self.variants())
         parts = []
         if greedy:
-            verdict, comparison = Better(0.0)(_scores(greedy, "dev:length_accuracy"),
-                                              _scores(greedy, "dev:letters_length_accuracy"))  # fmt: skip
+            verdict, comparison = Better(0.0)(scores_of(greedy, "dev:length_accuracy"),
+                                              scores_of(greedy, "dev:letters_length_accuracy"))  # fmt: skip
             parts.append(("length accuracy: decoded - one phone per letter", verdict, comparison))
         else:
             parts.append(("length accuracy: decoded - one phone per letter", Verdict.PENDING, None))
-        parts.append(_compare("PER(greedy) - PER(beam)", Better(0.0, higher=False), beam, greedy))
+        parts.append(compare("PER(greedy) - PER(beam)", Better(0.0, higher=False), beam, greedy))
         return self._section(results, parts)
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from attnlab.lab.train.atomic import atomic_write_text
 
-from .claims import Budget, Claim, Section, is_fraction
+from .budgets import Budget
+from .claim import Claim, Section, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
 

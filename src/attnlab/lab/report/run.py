@@ -23,7 +23,9 @@ import torch
 
 from attnlab.lab.train.atomic import atomic_write_text
 
-from .claims import BUDGETS, Claim, select
+from .budgets import BUDGETS
+from .claim import Claim
+from .claims import select
 from .jobs import Job, job_dir, read_result, shard, write_result
 
 __all__ = ["report_command", "run_one"]

@@ -1,0 +1,58 @@
+"""What each budget of ``attnlab report`` trains: the seeds, and per task the options added to
+every job of that task (:data:`BUDGETS`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Budget", "BUDGETS", "QUIET"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one budget trains: the seeds, and per task the options added to its every job."""
+
+    name: str
+    seeds: tuple[int, ...]
+    options: dict[str, tuple[str, ...]]
+    note: str
+
+
+QUIET = ("--train.log_every=0",)
+BUDGETS = {
+    "smoke": Budget("smoke", (0,), {
+        "pos": ("--train.max_steps=3", "--task_options.max_train_sentences=200",
+                "--model.input.dim=32", *QUIET),
+        "cora": ("--train.epochs=2", *QUIET),
+        "freesolv": ("--train.epochs=1", *QUIET),
+        "fsdd": ("--train.epochs=1", "--task_options.limit=24", *QUIET),
+        "recall": ("--train.epochs=1", "--task_options.train=64", "--task_options.dev=32",
+                   "--task_options.test=32", *QUIET),
+        "positions": ("--train.epochs=1", "--task_options.train=64", "--task_options.dev=32",
+                      "--task_options.test=32", *QUIET),
+        "digits": ("--train.epochs=1", *QUIET),
+        "g2p": ("--train.epochs=1", "--task_options.max_train_words=200",
+                "--task_options.max_eval_words=50", "--model.dim=32", *QUIET),
+    }, "checks the plumbing only: a few training steps, one seed; its verdicts say nothing "
+       "about the claims"),
+    "quick": Budget("quick", (0, 1), {
+        "pos": ("--train.max_steps=250", "--task_options.max_train_sentences=8000", *QUIET),
+        "cora": ("--train.epochs=100", *QUIET),
+        "freesolv": ("--train.epochs=15", *QUIET),
+        "fsdd": ("--train.epochs=6", *QUIET),
+        "recall": ("--train.epochs=1", "--task_options.train=20000", *QUIET),
+        "positions": ("--train.epochs=5", *QUIET),
+        "digits": ("--train.epochs=200", "--train.patience=20", *QUIET),
+        "g2p": ("--train.epochs=3", "--task_options.max_train_words=8000",
+                "--task_options.max_eval_words=500", *QUIET),
+    }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
+       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words), seeds 0 and 1: a first look, not the recipes"),
+    "full": Budget("full", (0, 1, 2), {
+        **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions", "g2p")},
+        "fashion": ("--train.epochs=30", "--train.patience=5", *QUIET),
+        "recall": ("--task_options.train=500000", "--train.epochs=2", "--train.eval_every=5000",
+                   *QUIET),
+    }, "each task's documented recipe (recall: 62,500 steps on 500,000 sequences, where "
+       "BENCHMARKS.md saw it learnt; fashion: up to 30 epochs, stopped 5 evaluations after dev "
+       "stops improving), seeds 0, 1 and 2"),
+}  # fmt: skip

@@ -1,0 +1,161 @@
+"""A claim of the lecture as an experiment (:class:`Claim`) and its part of the report
+(:class:`Section`): the helpers every claim shares, from a variant's row of the table to a
+comparison under its rule and the plot. The claims themselves are in :mod:`.claims`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .budgets import Budget
+from .jobs import Job, JobResult
+from .stats import Comparison, Verdict, combine
+
+__all__ = ["Claim", "Section", "compare", "scores_of", "is_fraction", "SA", "fc"]
+
+
+SA = ("self-attention (4 heads)", ())
+
+
+def fc(k: int) -> tuple[str, tuple[str, ...]]:
+    """The fully connected network over a window of ``k`` vectors."""
+    return (f"FC, window k={k}", ("--model.encoder.kind=fc", f"--model.encoder.context={k}"))
+
+
+@dataclass
+class Section:
+    """One claim's part of the report."""
+
+    number: int
+    name: str
+    claim: str
+    setup: str
+    rule: str
+    rows: list[dict[str, Any]]
+    comparisons: list[tuple[str, Verdict, Comparison | None]]
+    verdict: Verdict
+    notes: list[str] = field(default_factory=list)
+    plot: Any = None  # a matplotlib Figure, or None
+    commands: list[str] = field(default_factory=list)
+
+
+class Claim:
+    """A claim of the lecture (module docstring)."""
+
+    number: int = 0
+    task: str = "pos"
+    #: changes of the rule after results were seen, each said on the page (with why)
+    revisions: tuple[str, ...] = ()
+    name: str = ""
+    claim: str = ""
+    setup: str = ""
+    rule: str = ""
+
+    def variants(self) -> list[tuple[str, tuple[str, ...]]]:
+        raise NotImplementedError
+
+    def jobs(self, budget: Budget) -> dict[str, list[Job]]:
+        """Per variant label, its job per seed of ``budget``."""
+        base = budget.options[self.task]
+        return {
+            label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
+            for label, options in self.variants()
+        }
+
+    def comparisons(self) -> list[tuple]:
+        """The rule's parts: ``(name, rule, variant a, variant b)``, the rule applied to the dev
+        scores of ``a`` and ``b`` (or, with a fifth element ``"test"``, their test scores: for
+        claims about inputs no choice was made on, such as longer test sequences)."""
+        return []
+
+    def analyse(self, results: dict[str, list[JobResult]]) -> Section:
+        """The section: every part of :meth:`comparisons` (claims with other parts override)."""
+        return self._section(results, self._parts(results))
+
+    def _parts(self, results: dict[str, list[JobResult]]) -> list:
+        return [compare(name, rule, results[a], results[b], *split)
+                for name, rule, a, b, *split in self.comparisons()]  # fmt: skip
+
+    # helpers
+    def _section(self, results: dict[str, list[JobResult]], parts, **extra) -> Section:
+        rows = [_row(label, rs) for label, rs in results.items()]
+        verdicts = [v for _, v, _ in parts]
+        extra["notes"] = [*extra.get("notes", []), *(f"revised: {r}" for r in self.revisions)]
+        return Section(self.number, self.name, self.claim, self.setup, self.rule, rows, parts,
+                       combine(verdicts), plot=_bar_plot(self, rows), **extra)  # fmt: skip
+
+
+def is_fraction(metric: str | None) -> bool:
+    """A metric shown in percent (accuracy and its kin), not as it is (RMSE, loss)."""
+    return metric is None or "acc" in metric or metric in ("f1", "wer", "per")
+
+
+def scores_of(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
+    """Per run, its best dev score (``"dev"``), its test score (``"test"``), or another metric
+    of its best dev evaluation (``"dev:NAME"``)."""
+    if split == "dev":
+        return [r.dev for r in rs]
+    if split.startswith("dev:"):
+        return [float(r.metrics["best_dev"][split[4:]]) for r in rs]
+    return [float(r.metrics["test"][r.metrics.get("metric_name", "accuracy")]) for r in rs]
+
+
+def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:
+    dev = scores_of(rs)
+    metric = rs[0].metrics.get("metric_name", "accuracy") if rs else None
+    test = [float(r.metrics.get("test", {}).get(metric, np.nan)) for r in rs]
+    return {
+        "variant": label,
+        "metric": metric,
+        "units_per_s": float(np.mean([r.metrics.get("units_per_s", np.nan) for r in rs]))
+        if rs
+        else None,
+        "seeds": len(rs),
+        "dev": float(np.mean(dev)) if dev else None,
+        "dev_sd": float(np.std(dev, ddof=1)) if len(dev) > 1 else None,
+        "test": float(np.nanmean(test)) if test else None,
+        "parameters": int(rs[0].metrics.get("parameters", 0)) if rs else None,
+        "wall_s": float(np.mean([r.wall_s for r in rs])) if rs else None,
+    }
+
+
+def compare(
+    name: str, rule: Callable, a: Sequence[JobResult], b: Sequence[JobResult], split: str = "dev"
+):
+    """One part of a verdict: ``rule`` on the ``split`` scores of ``a`` and ``b`` (pending
+    while either has none)."""
+    if not a or not b:
+        return name, Verdict.PENDING, None
+    verdict, comparison = rule(scores_of(a, split), scores_of(b, split))
+    return name, verdict, comparison
+
+
+def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
+    """Dev accuracy per variant with its seeds' spread (a matplotlib Figure)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    done = [r for r in rows if r["dev"] is not None]
+    if not done:
+        return None
+    metric = done[0]["metric"]
+    scale = 100.0 if is_fraction(metric) else 1.0
+    fig = Figure(figsize=(6.4, 0.45 * len(done) + 1.2), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(done))
+    ax.barh(y, [scale * r["dev"] for r in done], xerr=[scale * (r["dev_sd"] or 0) for r in done],
+            color="#4c72b0", capsize=3)  # fmt: skip
+    ax.set_yticks(y, [r["variant"] for r in done], fontsize=8)
+    ax.invert_yaxis()
+    if scale == 100.0:
+        lo = min(100 * r["dev"] for r in done)
+        ax.set_xlim(max(0.0, lo - 5), 100)
+    unit = " (%)" if scale == 100.0 else ""
+    ax.set_xlabel(f"dev {metric}{unit}, mean over seeds (bar: standard deviation)", fontsize=8)
+    ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
+    return fig
