@@ -441,7 +441,7 @@
     const posT = (p) => (p + 0.5) * m.position_s;
     if (state.query === null) state.query = Math.floor(f.ni / 2);
     hint(stage, `Hover or click the spectrogram to choose the query frame (now ${posT(state.query).toFixed(2)} s); below, what it attends to over time${m.window ? ", inside its window (shaded)" : ""}.`);
-    const c = el("canvas", { width: ml + W + 10, height: specH + plotH + 60, id: "speech" }, stage);
+    const c = el("canvas", { width: ml + W + 110, height: specH + plotH + 60, id: "speech" }, stage);
     const g = c.getContext("2d");
     const img = g.createImageData(cols, mels);
     for (let r = 0; r < mels; r++) for (let t = 0; t < cols; t++) {
@@ -487,6 +487,8 @@
     }
     g.fillText("time (s)", ml + W / 2, y1 + 30);
     g.textAlign = "right"; g.fillText(max.toFixed(3), ml - 4, y0 + 8); g.fillText("0", ml - 4, y1);
+    g.save(); g.translate(12, y0 + plotH / 2); g.rotate(-Math.PI / 2); g.textAlign = "center";
+    g.fillText("weight", 0, 0); g.restore();
     const at = (ev) => {
       const r = c.getBoundingClientRect(), t = (ev.clientX - r.left - ml) / W * seconds;
       return { i: Math.max(0, Math.min(f.ni - 1, Math.floor(t / m.position_s))), y: ev.clientY - r.top };
