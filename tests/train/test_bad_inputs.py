@@ -201,7 +201,8 @@ def test_resume_from_weights_that_do_not_fit(toy_run, tmp_path, capsys, monkeypa
     ckpt["written_by"] = OLDER
     torch.save(ckpt, run / "last.pt")
     capsys.readouterr()
-    assert main(["train", "toy", *TOY, f"--out_dir={run}", "--resume"]) == 2
+    # one more epoch: resuming the complete run as it was would only say it is complete
+    assert main(["train", "toy", *TOY, "--train.epochs=4", f"--out_dir={run}", "--resume"]) == 2
     line = one_error_line(capsys.readouterr().err, "train")
     assert "resume: the run's last.pt: its weights do not fit" in line and "older" in line
 

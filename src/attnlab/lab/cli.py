@@ -83,7 +83,8 @@ def _train(args: argparse.Namespace, rest: list[str]) -> int:
 
     overwrite = ["--train.overwrite=true"] if args.overwrite else []
     try:
-        return train_command(args.task, [*rest, *overwrite], config=args.config, resume=args.resume)
+        return train_command(args.task, [*rest, *overwrite], config=args.config, resume=args.resume,
+                             preset=args.preset)  # fmt: skip
     except TrainingInterrupted as err:  # last.pt was saved: say how to continue
         return _interrupted(err, args, rest)
     except KeyboardInterrupt:  # before training started: nothing to save
@@ -111,6 +112,7 @@ def _interrupted(err: Exception, args: argparse.Namespace, rest: list[str]) -> i
 def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
     """``attnlab train TASK --help``: every option of TASK, from its config dataclasses."""
     from attnlab.lab.commands import normalize_overrides
+    from attnlab.lab.tasks.presets import presets_of
     from attnlab.lab.train import resolve_config
     from attnlab.lab.train.describe import describe_options
 
@@ -119,11 +121,27 @@ def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
         print("Name a task to list its options: attnlab train TASK --help (see attnlab tasks)")
         return 0 if args.help else 2
     overrides = normalize_overrides(rest)
-    cfg = resolve_config(task=args.task, config_file=args.config, overrides=overrides)
-    print(f"Options of `attnlab train {cfg.task}`, set as --NAME=VALUE (defaults: the task's, "
-          "after --config and the options given):\n")  # fmt: skip
+    cfg = resolve_config(task=args.task, config_file=args.config, overrides=overrides,
+                         preset=args.preset)  # fmt: skip
+    print(f"Presets of `attnlab train {cfg.task}` (--preset NAME, applied before --config and "
+          "the options given):")  # fmt: skip
+    for name, settings in presets_of(cfg.task).items():
+        print(f"  {name:<8} {_preset_text(settings)}")
+    print(f"\nOptions of `attnlab train {cfg.task}`, set as --NAME=VALUE (defaults: the task's, "
+          "after --preset, --config and the options given):\n")  # fmt: skip
     print(describe_options(cfg), end="")
     return 0
+
+
+def _preset_text(settings: dict) -> str:
+    """A preset's settings as the options that give them (``--train.max_steps=20 ...``)."""
+
+    def flat(tree: dict, prefix: str) -> list[str]:
+        return [item for key, value in tree.items()
+                for item in (flat(value, f"{prefix}{key}.") if isinstance(value, dict)
+                             else [f"--{prefix}{key}={value}"])]  # fmt: skip
+
+    return " ".join(flat(settings, "")) or "the task's defaults"
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -183,7 +201,12 @@ def _train_arguments(t: argparse.ArgumentParser, **task: Any) -> None:
     t.add_argument("task", nargs="?", **task)
     t.add_argument("-h", "--help", action="store_true", help="list every option of TASK")
     t.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
-    t.add_argument("--resume", action="store_true", help="continue the run in --out_dir")
+    t.add_argument("--preset", metavar="NAME", help="a named set of options of TASK, applied "
+                   "before --config and the options given: tiny (a smoke run of seconds), "
+                   "default, paper (a published recipe, where the task has one)")  # fmt: skip
+    t.add_argument("--resume", action="store_true", help="continue the run in --out_dir (a "
+                   "complete run is left as it is, unless --train.epochs, max_steps or max_time "
+                   "are raised)")  # fmt: skip
     t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
     t.set_defaults(func=_train, takes_rest=True, train_parser=t)
 

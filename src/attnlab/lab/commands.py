@@ -34,7 +34,9 @@ from attnlab.lab.train import (
     save_checkpoint,
 )
 from attnlab.lab.train.distributed import resolve_device
+from attnlab.lab.train.errors import RunComplete
 from attnlab.lab.train.precision import choose_precision
+from attnlab.lab.train.resume import check_not_complete
 
 __all__ = [
     "normalize_overrides",
@@ -75,22 +77,26 @@ def normalize_overrides(args: Sequence[str]) -> list[str]:
     return out
 
 
-def train_command(task: str, rest: Sequence[str], *, config: str | None, resume: bool) -> int:
-    """``attnlab train TASK [--a.b=value ...]``: train, print the test metrics and the
-    checkpoint's path (rank 0 only under ``torchrun``)."""
+def train_command(
+    task: str, rest: Sequence[str], *, config: str | None, resume: bool, preset: str | None = None
+) -> int:
+    """``attnlab train TASK [--preset NAME] [--a.b=value ...]``: train (the trainer logs one
+    summary line at the end), then print the checkpoint's path (rank 0 only under
+    ``torchrun``). ``--resume`` of a run that is already complete says so and returns 0."""
     overrides = normalize_overrides(rest)
-    cfg = resolve_config(task=task, config_file=config, overrides=overrides)
-    if not any(o.startswith("--out_dir") for o in overrides) and cfg.out_dir == "runs/default":
-        cfg.out_dir = f"runs/{cfg.task}"
+    cfg = resolve_config(task=task, config_file=config, overrides=overrides, preset=preset)
+    if resume or cfg.train.resume:
+        try:
+            check_not_complete(cfg)
+        except RunComplete as done:
+            print(done)
+            return 0
     trainer = Trainer(cfg.task, cfg, resume=resume or None)
     try:
-        result = trainer.fit()
+        trainer.fit()
     finally:
         trainer.close()
     if trainer.env.is_main:
-        summary = result.summary()
-        test = {k: round(v, 4) for k, v in (summary.get("test") or {}).items()}
-        print(f"{cfg.task}: test {json.dumps(test)}")
         print(f"checkpoint: {Path(cfg.out_dir) / 'best.pt'}")
     return 0
 

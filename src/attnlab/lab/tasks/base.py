@@ -123,6 +123,13 @@ class Task(ABC):
         return {}
 
     @classmethod
+    def presets(cls) -> dict[str, dict[str, Any]]:
+        """Presets of this task besides the lab's (:mod:`attnlab.lab.tasks.presets`:
+        ``default``, ``tiny``, and ``paper`` where known): ``{name: settings tree}``, e.g.
+        ``{"paper": {"train": {"lr": 5e-3}}}`` for ``--preset paper``. Default: none."""
+        return {}
+
+    @classmethod
     def default_options(cls) -> Any:
         """Task options (dataset name, paths, ...) with their defaults: a dataclass or a dict."""
         return {}

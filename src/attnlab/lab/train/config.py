@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from attnlab.attention_config import AttentionConfig
+from attnlab.lab.tasks import presets
 from attnlab.lab.tasks.registry import TASKS
 from attnlab.lab.train.atomic import atomic_write_text
+from attnlab.lab.train.budget import parse_duration
 from attnlab.lab.train.compile import COMPILE_MODES
 from attnlab.lab.train.merge import from_dict, merge, to_dict
 from attnlab.lab.train.overrides import apply_overrides, override_tree, parse_override
@@ -57,6 +59,10 @@ class TrainConfig:
     Args:
         epochs: passes over the train split.
         max_steps: stop after this many optimizer steps (0: no limit); also shortens the schedule.
+        max_time: wall-clock budget of the training loop, summed over resumed segments: 90s,
+            30m, 2h, 1h30m or plain seconds (0: no limit). The run stops after the step that
+            reaches it, evaluates, saves last.pt and tests its best model; the learning-rate
+            schedule is not shortened. --resume with a larger budget continues for the rest.
         batch_size: global examples per optimizer step.
         batch_tokens: if > 0, token-based batching (see above); ``batch_size`` is then unused.
         bucket: length bucketing: sort examples by cost within pools of this many batches
@@ -104,6 +110,7 @@ class TrainConfig:
 
     epochs: int = 10
     max_steps: int = 0
+    max_time: float | str = 0
     batch_size: int = 32
     batch_tokens: int = 0
     bucket: int = 0
@@ -136,6 +143,7 @@ class TrainConfig:
     max_bad_steps: int = 0
 
     def __post_init__(self) -> None:
+        parse_duration(self.max_time)  # a bad value fails here, naming the accepted forms
         nonneg = ("max_steps", "batch_tokens", "bucket", "warmup_steps", "patience", "eval_every",
                   "checkpoint_every", "keep_epochs", "num_workers", "log_every", "max_bad_steps")  # fmt: skip
         for name in nonneg:
@@ -172,6 +180,11 @@ class TrainConfig:
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
 
+    @property
+    def max_time_s(self) -> float:
+        """``max_time`` in seconds (0: no limit)."""
+        return parse_duration(self.max_time)
+
 
 @dataclass
 class RunConfig:
@@ -179,7 +192,8 @@ class RunConfig:
 
     Args:
         task: registry name of the task (:data:`attnlab.lab.tasks.TASKS`).
-        out_dir: directory of ``config.json``, ``metrics.csv/json``, ``last.pt``, ``best.pt``.
+        out_dir: the run's directory (config.json, metrics.csv and .json, last.pt, best.pt);
+            runs/TASK unless set.
         train: the trainer's settings.
         model: the task's model configuration (a dataclass from
             :meth:`Task.default_model_config`, or a dict).
@@ -197,6 +211,7 @@ class RunConfig:
     def for_task(cls, task: str, **kwargs: Any) -> RunConfig:
         """Defaults for ``task``: its model config and options come from the task class."""
         task_cls = TASKS.get(task)
+        kwargs.setdefault("out_dir", f"runs/{task}")
         kwargs.setdefault("model", task_cls.default_model_config())
         kwargs.setdefault("task_options", task_cls.default_options())
         if "train" not in kwargs:  # the task's recipe over the trainer's defaults
@@ -300,8 +315,10 @@ def resolve_config(
     task: str | None = None,
     config_file: str | Path | None = None,
     overrides: Sequence[str] = (),
+    preset: str | None = None,
 ) -> RunConfig:
-    """Task defaults, then ``config_file``, then ``overrides`` (``--train.lr=1e-3`` ...).
+    """Task defaults, then the task's ``preset`` (:mod:`attnlab.lab.tasks.presets`: ``tiny``,
+    ``default``, ``paper``), then ``config_file``, then ``overrides`` (``--train.lr=1e-3`` ...).
 
     The task is, by precedence, a ``--task=...`` override, ``task``, or the file's ``task``.
     ``--attention.X=V`` (and a file's ``attention`` section) sets ``X`` in every attention
@@ -319,6 +336,10 @@ def resolve_config(
         (attention if parts[0] == ATTENTION else plain).append(item)
     task = task or data.get("task")
     cfg = RunConfig.for_task(task) if task else RunConfig()
+    if preset:
+        if not task:
+            raise ValueError(f"--preset {preset}: name a task (presets belong to a task)")
+        cfg = merge(cfg, presets.preset(task, preset))
     cfg = merge(cfg, {k: v for k, v in data.items() if k not in ("task", ATTENTION)})
     cfg = apply_overrides(cfg, plain)
     if ATTENTION in data:

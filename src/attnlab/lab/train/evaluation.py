@@ -20,7 +20,7 @@ from attnlab.lab.tasks import Task
 from attnlab.lab.train.feed import Feed
 from attnlab.lab.train.state import TrainState
 
-__all__ = ["evaluate_split", "dev_row", "judge_score", "log_evaluation"]
+__all__ = ["evaluate_split", "dev_row", "judge_score", "log_evaluation", "eval_log_interval"]
 
 logger = logging.getLogger(__name__.rpartition(".")[0] + ".trainer")  # the trainer's log, as before
 
@@ -82,6 +82,18 @@ def judge_score(
     return score, improved, improved
 
 
+#: evaluations a run logs at INFO, about (the others at DEBUG, shown with -v), besides each
+#: new best and the one that stops the run early
+LOGGED_EVALUATIONS = 20
+
+
+def eval_log_interval(total_steps: int, eval_every: int, steps_per_epoch: int) -> int:
+    """Log every this many dev evaluations, so that a run logs about
+    :data:`LOGGED_EVALUATIONS` of them whatever its length (1: every one)."""
+    evaluations = total_steps / max(1, eval_every or steps_per_epoch)
+    return max(1, math.ceil(evaluations / LOGGED_EVALUATIONS))
+
+
 def log_evaluation(
     task: Task,
     state: TrainState,
@@ -90,14 +102,26 @@ def log_evaluation(
     *,
     improved: bool,
     patience: int,
+    every: int = 1,
 ) -> None:
-    """Log a recorded dev evaluation (and early stopping, if it triggered)."""
+    """Log a recorded dev evaluation (and early stopping, if it triggered): at INFO when it is
+    a new best, stops the run, or is one of every ``every`` evaluations; at DEBUG otherwise.
+
+    The note says ``(best)``, or ``(no improvement k/patience)`` while early stopping counts
+    (``patience`` > 0 and ``k`` > 0), or nothing."""
     s = state
-    logger.info(
+    if improved:
+        note = " (best)"
+    elif patience and s.bad_evals:
+        note = f" (no improvement {s.bad_evals}/{patience})"
+    else:
+        note = ""
+    loud = improved or s.stopped_early or len(s.history) % max(1, every) == 0
+    logger.log(
+        logging.INFO if loud else logging.DEBUG,
         "eval step %d epoch %.2f: train_loss %.4f %s%s",
         s.step, row["epoch"], row["train_loss"],
-        " ".join(f"dev_{k} {v:.4f}" for k, v in metrics.items()),
-        " (best)" if improved else f" (no improvement {s.bad_evals}/{patience or '-'})",
+        " ".join(f"dev_{k} {v:.4f}" for k, v in metrics.items()), note,
     )  # fmt: skip
     if s.stopped_early:
         logger.info("early stopping: best %s at step %d", task.metric_name, s.best_step)

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from attnlab.lab.train.budget import format_duration
+
 if TYPE_CHECKING:
     from attnlab.lab.tasks import Task
     from attnlab.lab.train.state import TrainState
@@ -27,6 +29,7 @@ class TrainResult:
         test: test metrics of the best model (empty without a test split).
         steps: optimizer steps taken; ``epochs``: epochs completed.
         stopped_early: whether patience ran out.
+        time_up: whether the run stopped at its time budget (``train.max_time``).
         parameters: number of model parameters.
         unit: what the task's loss counts; ``units_per_s``: training throughput.
         train_time_s: time spent in optimizer steps; ``wall_time_s``: whole run (all segments).
@@ -51,6 +54,7 @@ class TrainResult:
     train_time_s: float
     wall_time_s: float
     world_size: int = 1
+    time_up: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -64,6 +68,7 @@ class TrainResult:
         parameters: int,
         wall_time_s: float,
         world_size: int,
+        time_up: bool = False,
     ) -> TrainResult:
         """The result of a run that ended with ``state``, ``test`` its best model's metrics."""
         s = state
@@ -74,8 +79,23 @@ class TrainResult:
             epochs=s.epoch, stopped_early=s.stopped_early, parameters=parameters,
             unit=task.unit, units_per_s=s.units_seen / s.train_time_s if s.train_time_s else 0.0,
             train_time_s=s.train_time_s, wall_time_s=wall_time_s, world_size=world_size,
-            history=list(s.history),
+            history=list(s.history), time_up=time_up,
         )  # fmt: skip
+
+    def summary_line(self) -> str:
+        """The run in one rounded line: ``done: pos  dev accuracy 0.9412  test accuracy 0.9398
+        12.3 min  runs/pos`` (and why it stopped before its epochs, if it did)."""
+        parts = [f"done: {self.task}"]
+        if self.best_score is not None:
+            parts.append(f"dev {self.metric_name} {self.best_score:.4f}")
+        if self.metric_name in self.test:
+            parts.append(f"test {self.metric_name} {self.test[self.metric_name]:.4f}")
+        parts.append(format_duration(self.wall_time_s))
+        if self.stopped_early:
+            parts.append(f"early stop at step {self.steps}")
+        if self.time_up:
+            parts.append(f"time budget spent at step {self.steps}")
+        return "  ".join([*parts, self.out_dir])
 
     def summary(self) -> dict[str, Any]:
         """Every field but ``history``: the content of ``metrics.json``."""

@@ -15,21 +15,23 @@ from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from attnlab.lab.train.budget import format_duration, parse_duration
 from attnlab.lab.train.checkpoint import (
+    LAST,
     config_changes,
     load_checkpoint,
     load_weights,
     save_checkpoint,
 )
 from attnlab.lab.train.distributed import DistEnv, all_gather_object
-from attnlab.lab.train.errors import RunError
+from attnlab.lab.train.errors import RunComplete, RunError
 from attnlab.lab.train.rng import get_rng_state, set_rng_state
 from attnlab.lab.train.rundir import EPOCH_SNAPSHOTS
 from attnlab.lab.train.state import TrainState
 
 if TYPE_CHECKING:
     from attnlab.lab.tasks.base import Task
-    from attnlab.lab.train.config import RunConfig
+    from attnlab.lab.train.config import RunConfig, TrainConfig
 
 __all__ = [
     "save_training_checkpoint",
@@ -37,6 +39,9 @@ __all__ = [
     "find_resume_checkpoint",
     "restore_training",
     "restore_rng",
+    "completed_run",
+    "check_not_complete",
+    "log_resumed_schedule",
 ]
 
 logger = logging.getLogger(__name__)
@@ -166,3 +171,65 @@ def restore_rng(states: list[dict[str, Any]], rank: int) -> None:
     """Restore this rank's RNG state from a checkpoint's per-rank list (rank 0's if the
     checkpoint had fewer ranks)."""
     set_rng_state(states[rank] if rank < len(states) else states[0])
+
+
+def completed_run(state: dict[str, Any], tc: TrainConfig, out_dir: Path) -> str | None:
+    """Why the run whose ``last.pt`` holds ``state`` has nothing left to train under the
+    settings ``tc`` (its final test written, ``metrics.json``), or None when it has."""
+    if not (Path(out_dir) / "metrics.json").is_file():
+        return None  # stopped before its final test: resuming finishes it
+    s = TrainState.from_dict(state)
+    budget = tc.max_time_s
+    if s.stopped_early:
+        return f"stopped early at step {s.step}, patience {tc.patience}"
+    if tc.max_steps and s.step >= tc.max_steps:
+        return f"train.max_steps={tc.max_steps} reached; raise it to continue"
+    if s.epoch >= tc.epochs:
+        return f"train.epochs={tc.epochs} reached; raise it to continue"
+    if budget and s.elapsed_s >= budget:
+        return (f"{format_duration(s.elapsed_s)} of train.max_time={tc.max_time} spent; raise "
+                "it to continue")  # fmt: skip
+    return None
+
+
+def check_not_complete(cfg: RunConfig) -> None:
+    """Before ``--resume``: raise :class:`RunComplete` if the run in ``cfg.out_dir`` has nothing
+    left to train under ``cfg.train`` (:func:`completed_run`). What ``attnlab train --resume``
+    calls; a :class:`~attnlab.lab.train.Trainer` resuming such a run tests it again.
+
+    Raises:
+        RunComplete: naming what completed it and what to raise to continue.
+    """
+    out_dir = Path(cfg.out_dir)
+    if not ((out_dir / "metrics.json").is_file() and (out_dir / LAST).is_file()):
+        return
+    state = load_checkpoint(out_dir / LAST, map_location="cpu")["state"]
+    done = completed_run(state, cfg.train, out_dir)
+    if done:
+        raise RunComplete(f"{out_dir} is already complete ({done}); nothing to resume")
+
+
+def log_resumed_schedule(
+    ckpt: dict[str, Any], cfg: RunConfig, state: TrainState, *, total_steps: int,
+    steps_per_epoch: int,
+) -> None:  # fmt: skip
+    """Log where a resumed run goes: its steps (and the schedule's length, when the run's
+    ``epochs`` or ``max_steps`` changed since the checkpoint) and the time budget left."""
+    tc = cfg.train
+    old = ckpt["config"].get("train", {})
+    epochs, max_steps = old.get("epochs", tc.epochs), old.get("max_steps", tc.max_steps)
+    before = min(epochs * steps_per_epoch, max_steps) if max_steps else epochs * steps_per_epoch
+    if before != total_steps:
+        logger.info(
+            "resuming at step %d with a schedule of another length: %d steps (train.epochs=%d, "
+            "train.max_steps=%d), was %d; the %s learning-rate schedule is stretched to the new "
+            "length (warm-up as configured)", state.step, total_steps, tc.epochs, tc.max_steps,
+            before, tc.schedule,
+        )  # fmt: skip
+    budget = tc.max_time_s
+    if budget:
+        spent = state.elapsed_s
+        was = parse_duration(old.get("max_time", 0) or 0)
+        changed = f" (was {old.get('max_time')})" if was and was != budget else ""
+        logger.info("time budget train.max_time=%s%s: %s spent, %s left", tc.max_time, changed,
+                    format_duration(spent), format_duration(max(budget - spent, 0.0)))  # fmt: skip

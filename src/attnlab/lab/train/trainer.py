@@ -49,6 +49,7 @@ import torch
 from tqdm import tqdm
 
 from attnlab.lab.tasks import TASKS, Task
+from attnlab.lab.train.budget import format_duration
 from attnlab.lab.train.checkpoint import BEST, LAST, load_checkpoint
 from attnlab.lab.train.compile import compile_model
 from attnlab.lab.train.config import RunConfig, save_config
@@ -62,7 +63,13 @@ from attnlab.lab.train.distributed import (
 )
 from attnlab.lab.train.divergence import check_step, gradient_norm, kept_checkpoints
 from attnlab.lab.train.errors import TrainingInterrupted
-from attnlab.lab.train.evaluation import dev_row, evaluate_split, judge_score, log_evaluation
+from attnlab.lab.train.evaluation import (
+    dev_row,
+    eval_log_interval,
+    evaluate_split,
+    judge_score,
+    log_evaluation,
+)
 from attnlab.lab.train.feed import Feed, Micro
 from attnlab.lab.train.init import init_from_checkpoint
 from attnlab.lab.train.interrupt import StopOnSignal
@@ -72,6 +79,7 @@ from attnlab.lab.train.precision import choose_precision
 from attnlab.lab.train.result import TrainResult
 from attnlab.lab.train.resume import (
     find_resume_checkpoint,
+    log_resumed_schedule,
     restore_rng,
     restore_training,
     save_epoch_snapshot,
@@ -207,6 +215,13 @@ class Trainer:
         if ckpt is not None:
             restore_rng(ckpt["rng"], self.env.rank)
         self._epoch_len = self.steps_per_epoch
+        self._budget = tc.max_time_s  # train.max_time in seconds (0: none)
+        self._eval_log_every = eval_log_interval(self.total_steps, tc.eval_every,
+                                                 self.steps_per_epoch)  # fmt: skip
+        self._t0, self._elapsed0, self._time_up = time.perf_counter(), self.state.elapsed_s, False
+        if ckpt is not None and self.env.is_main:
+            log_resumed_schedule(ckpt, cfg, self.state, total_steps=self.total_steps,
+                                 steps_per_epoch=self.steps_per_epoch)  # fmt: skip
 
     # ------------------------------------------------------------------ public
 
@@ -247,6 +262,7 @@ class Trainer:
     def _fit(self) -> TrainResult:
         tc, s = self.cfg.train, self.state
         self._t0, self._elapsed0 = time.perf_counter(), s.elapsed_s
+        self._time_up = bool(self._budget) and s.elapsed_s >= self._budget
         if self.env.is_main:
             save_config(self.cfg, self.out_dir)
             if s.history:  # resumed: rows after the checkpoint (if any) are dropped
@@ -292,6 +308,10 @@ class Trainer:
                                             task=self.task, keep=tc.keep_epochs)  # fmt: skip
                     continue
                 break
+        if self._time_up and self.env.is_main:
+            logger.info("time budget spent (%s of train.max_time=%s) at step %d, epoch %.2f: "
+                        "stopping", format_duration(self._elapsed()), tc.max_time, s.step,
+                        self._epoch_progress())  # fmt: skip
         if s.last_eval_step != s.step:  # stopped by max_steps between evaluations
             self._evaluate_and_track()
         self._save(LAST)
@@ -317,7 +337,10 @@ class Trainer:
     def _finished(self) -> bool:
         s, tc = self.state, self.cfg.train
         return (
-            s.stopped_early or s.epoch >= tc.epochs or bool(tc.max_steps and s.step >= tc.max_steps)
+            s.stopped_early
+            or s.epoch >= tc.epochs
+            or bool(tc.max_steps and s.step >= tc.max_steps)
+            or self._time_up
         )
 
     def _step(self, micros: list[Micro], bar: tqdm) -> None:
@@ -339,11 +362,15 @@ class Trainer:
         loss, units = backward_micros(
             self.task, self.train_model, self.optimizer, micros, self.feed, self.env
         )
-        # One all-reduce carries the loss, its units and whether a signal asked to stop, so that
-        # every rank stops after the same step.
-        stats = torch.tensor([loss, units, float(self._stop.requested)], dtype=torch.float64)
-        loss_total, units_total, stop = all_reduce_sum(stats.to(self.device), self.env).tolist()
-        self._stopping = stop > 0
+        # One all-reduce carries the loss, its units, whether a signal asked to stop and whether
+        # rank 0's clock reached train.max_time, so that every rank stops after the same step.
+        late = self.env.is_main and bool(self._budget) and self._elapsed() >= self._budget
+        stats = torch.tensor([loss, units, float(self._stop.requested), float(late)],
+                             dtype=torch.float64)  # fmt: skip
+        loss_total, units_total, stop, late = all_reduce_sum(
+            stats.to(self.device), self.env
+        ).tolist()
+        self._stopping, self._time_up = stop > 0, self._time_up or late > 0
         if units_total <= 0:
             raise RuntimeError(f"{self.task.name}.loss counted 0 units in a whole global batch")
         scale_gradients(self.model, world_size=self.env.world_size, units=units_total)
@@ -403,7 +430,8 @@ class Trainer:
                             patience=tc.patience)  # fmt: skip
         if self.env.is_main:
             write_metrics_csv(self.out_dir / "metrics.csv", s.history)
-            log_evaluation(self.task, s, row, metrics, improved=improved, patience=tc.patience)
+            log_evaluation(self.task, s, row, metrics, improved=improved, patience=tc.patience,
+                           every=self._eval_log_every)  # fmt: skip
         if improved:
             self._save(BEST)
 
@@ -421,11 +449,11 @@ class Trainer:
         s, task = self.state, self.task
         result = TrainResult.of_run(
             s, task, test=test, out_dir=str(self.out_dir), parameters=self.num_parameters,
-            wall_time_s=self._elapsed(), world_size=self.env.world_size,
+            wall_time_s=self._elapsed(), world_size=self.env.world_size, time_up=self._time_up,
         )  # fmt: skip
         if self.env.is_main:
             write_metrics_json(self.out_dir / "metrics.json", result.summary())
-            logger.info("done: best dev %s %s, test %s", task.metric_name, s.best_score, test)
+            logger.info("%s", result.summary_line())
         return result
 
     # ------------------------------------------------------------------ checkpoints
