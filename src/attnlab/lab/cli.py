@@ -1,6 +1,7 @@
 """The ``attnlab`` command line.
 
-``attnlab demo | tasks | train | pretrain | eval | predict | show | data | bench``. Each
+``attnlab demo | tasks | train | pretrain | eval | predict | show | runs | plot | data |
+bench``. Each
 subcommand lives in a small function; heavy imports happen inside them so ``attnlab --help``
 is instant.
 """
@@ -163,6 +164,20 @@ def _predict(args: argparse.Namespace, rest: list[str]) -> int:
                            stdin=sys.stdin)  # fmt: skip
 
 
+def _runs(args: argparse.Namespace) -> int:
+    from attnlab.lab.runs import runs_table
+
+    print(runs_table(args.dir))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from attnlab.lab.runs import plot_runs
+
+    print(plot_runs(args.runs, args.out))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from attnlab.lab.report import report_command
 
@@ -286,6 +301,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
     s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
     s.set_defaults(func=_show, takes_rest=True)
+
+    rn = add(sub, "runs", help="a table of the runs under DIR: task, state, dev and test "
+             "scores, wall time, options that differ from the task's defaults")  # fmt: skip
+    rn.add_argument("dir", nargs="?", default="runs", help="where the runs are (default: runs)")
+    rn.set_defaults(func=_runs)
+    pl = add(sub, "plot", help="learning curves of runs (their metrics.csv) on one figure")
+    pl.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    pl.add_argument("--out", required=True, help="the PNG file to write")
+    pl.set_defaults(func=_plot)
 
     rp = add(sub, "report", help="the lecture's claims, each run as an experiment: one report "
              "(report.html, report.md, results.jsonl)")  # fmt: skip
