@@ -207,3 +207,80 @@ def test_average_writes_a_checkpoint_that_eval_reads(run_dir, capsys, tmp_path):
     # a name a run directory gives its own checkpoints is refused: resume would read it
     assert main(["average", str(run_dir), str(out), "--out", str(tmp_path / "last.pt")]) == 2
     assert "--out" in capsys.readouterr().err and not (tmp_path / "last.pt").exists()
+
+
+# -- issue 37: sample inputs, prediction files, help that names the task's flags -----------------
+
+
+@needs_data
+def test_predict_index_picks_a_test_example_and_prints_its_gold(run_dir, capsys):
+    assert main(["predict", str(run_dir), "--index", "3"]) == 0
+    said, line = capsys.readouterr().out.strip().splitlines()
+    assert said.startswith("pos test example 3: gold ") and "/" in line
+    gold_words = [pair.rsplit("/", 1)[0] for pair in said.split(": gold ", 1)[1].split()]
+    assert [pair.rsplit("/", 1)[0] for pair in line.split()] == gold_words
+    assert main(["predict", str(run_dir), "--json", "--index", "0", "--index", "1"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["example"] for r in records] == ["test:0", "test:1"] and "gold" in records[0]
+    assert main(["predict", str(run_dir), "--index", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert "--index 99999: the pos test split has examples 0 to " in err
+
+
+@needs_data
+def test_predict_out_writes_csv_or_jsonl(run_dir, tmp_path, capsys):
+    jsonl, table = tmp_path / "p.jsonl", tmp_path / "p.csv"
+    assert main(["predict", str(run_dir), "show me flights", "to boston", "--out", str(jsonl)]) == 0
+    assert capsys.readouterr().out.strip() == f"{jsonl}: 2 predictions"
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert rows[0]["tokens"] == ["show", "me", "flights"] and len(rows[1]["tags"]) == 2
+    assert main(["predict", str(run_dir), "show me flights", "--out", str(table)]) == 0
+    header, row = table.read_text().splitlines()
+    assert header == "tokens,tags" and row.startswith("show me flights,")
+    assert main(["predict", str(run_dir), "x", "--out", str(tmp_path / "p.txt")]) == 2
+    assert "--out: expected a .csv or .jsonl file" in capsys.readouterr().err
+
+
+def test_prediction_files_hold_a_classifier_s_probabilities(tmp_path):
+    from attnlab.lab.predictions import write_predictions
+
+    records = [{"file": "a.wav", "label": "7", "probabilities": {"7": 0.9, "1": 0.1}}]
+    path = write_predictions(records, tmp_path / "p.csv")
+    assert path.read_text().splitlines() == ["file,label,probabilities.7,probabilities.1",
+                                             "a.wav,7,0.9,0.1"]  # fmt: skip
+
+
+@needs_data
+def test_predict_and_show_help_name_the_run_s_task_flags(run_dir, capsys):
+    assert main(["show", str(run_dir), "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--layer" in text and "flags of the task 'pos' (show)" in text and "--index N" in text
+    assert main(["predict", "--help"]) == 0
+    assert "attnlab predict RUN --help" in capsys.readouterr().out
+
+
+def test_show_help_of_a_graph_run_lists_node(tmp_path, capsys):
+    from attnlab.lab.train import RunConfig, save_config
+
+    save_config(RunConfig.for_task("karate", out_dir=str(tmp_path)))
+    assert main(["show", str(tmp_path), "-h"]) == 0
+    text = capsys.readouterr().out
+    assert "flags of the task 'karate' (show)" in text and "--node NODES" in text
+
+
+FSDD = Path(MIRROR) / "fsdd"
+
+
+@pytest.mark.skipif(not FSDD.exists(), reason="needs FSDD in the data mirror")
+def test_speech_predict_index_needs_no_wav(tmp_path, capsys):
+    os.environ.setdefault("ATTNLAB_DATA", MIRROR)
+    out = tmp_path / "fsdd"
+    assert main(["train", "fsdd", "--preset", "tiny", f"--out_dir={out}"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "--index", "2"]) == 0
+    said, line = capsys.readouterr().out.strip().splitlines()
+    assert said.startswith("fsdd test example 2: gold ") and said[-1].isdigit()
+    assert ": " in line  # "FILE: LABEL (p)"
+    png = tmp_path / "one.png"
+    assert main(["show", str(out), "--index", "2", "--out", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"

@@ -167,7 +167,8 @@ def test_predict_json(tagger, classifier, capsys):
     assert record["tokens"] == ["a", "red", "dog"] and len(record["tags"]) == 3
     assert main(["predict", str(classifier), "--json", "a great film", "a dull film"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [set(r) for r in records] == [{"tokens", "label"}] * 2
+    assert [set(r) for r in records] == [{"tokens", "label", "probabilities"}] * 2
+    assert all(r["probabilities"][r["label"]] >= 0.5 for r in records)  # two classes
     assert {r["label"] for r in records} <= {"negative", "positive"}
 
 

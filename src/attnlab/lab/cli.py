@@ -157,11 +157,27 @@ def _average(args: argparse.Namespace) -> int:
     return average_command(args.checkpoint, out=args.out)
 
 
+def _command_help(args: argparse.Namespace, command: str) -> int:
+    """``attnlab predict|show [RUN] --help``: the command's options, then those of RUN's task
+    (:meth:`TaskCommands.add_arguments`, and ``--index``)."""
+    print(args.parser.format_help())
+    if args.checkpoint is None:
+        print(f"Name a run to list its task's own flags too: attnlab {command} RUN --help")
+        return 0
+    from attnlab.lab.commands import task_flags_help
+
+    print(task_flags_help(args.checkpoint, command))
+    return 0
+
+
 def _predict(args: argparse.Namespace, rest: list[str]) -> int:
     from attnlab.lab.commands import predict_command
 
+    if args.help or args.checkpoint is None:
+        return _command_help(args, "predict") if args.help else args.parser.error("give a RUN")
+
     return predict_command(args.checkpoint, list(args.texts), as_json=args.json, rest=rest,
-                           stdin=sys.stdin)  # fmt: skip
+                           stdin=sys.stdin, out=args.out)  # fmt: skip
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -187,6 +203,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, rest: list[str]) -> int:
     from attnlab.lab.commands import show_command
+
+    if args.help or args.checkpoint is None:
+        return _command_help(args, "show") if args.help else args.parser.error("give a RUN")
 
     return show_command(
         args.checkpoint,
@@ -224,6 +243,13 @@ def _train_arguments(t: argparse.ArgumentParser, **task: Any) -> None:
                    "are raised)")  # fmt: skip
     t.add_argument("--overwrite", action="store_true", help="replace the run in --out_dir")
     t.set_defaults(func=_train, takes_rest=True, train_parser=t)
+
+
+def _run_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    """``RUN`` and ``-h`` of ``predict`` / ``show``, whose help names the task's own flags."""
+    p.add_argument("checkpoint", nargs="?", metavar="RUN", help="a run directory or .pt file")
+    p.add_argument("-h", "--help", action="store_true",
+                   help=f"show this help; with RUN, also the flags of RUN's task ({command})")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -282,16 +308,20 @@ def build_parser() -> argparse.ArgumentParser:
     av.add_argument("--out", required=True, help="the averaged checkpoint (.pt) to write")
     av.set_defaults(func=_average)
 
-    pr = add(sub, "predict", help="tag or classify texts ('-' reads stdin)")
-    pr.add_argument("checkpoint")
+    pr = add(sub, "predict", add_help=False, help="tag or classify texts ('-' reads stdin)")
+    _run_arguments(pr, "predict")
     pr.add_argument("texts", nargs="*", help="inputs as the task reads them (text: a sentence); "
-                    "tasks add their own flags, e.g. --node 12 (graphs), --beam 5 (seq2seq)")  # fmt: skip
+                    "or --index N: example N of the run's test split, with its gold answer; tasks add "
+                    "their own flags, e.g. --node 12 (graphs), --beam 5 (seq2seq): "
+                    "attnlab predict RUN --help lists them")  # fmt: skip
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
-    pr.set_defaults(func=_predict, takes_rest=True)
+    pr.add_argument("--out", metavar="FILE", help="write the predictions (with the class "
+                    "probabilities of a classifier) to FILE.csv or FILE.jsonl instead")  # fmt: skip
+    pr.set_defaults(func=_predict, takes_rest=True, parser=pr)
 
-    s = add(sub, "show", help="the model's attention on one input: an interactive HTML page "
+    s = add(sub, "show", add_help=False, help="the model's attention on one input: an interactive HTML page "
             "(--html) or a PNG figure (--out)")  # fmt: skip
-    s.add_argument("checkpoint")
+    _run_arguments(s, "show")
     s.add_argument("text", nargs="*", help="one input as the task reads it (text: a sentence; "
                    "a wav path; a word; a SMILES); tasks add their own flags, e.g. --node 12, "
                    "--index 3")  # fmt: skip
@@ -300,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(head view, matrix, every layer and head, rollout, the input's picture)")  # fmt: skip
     s.add_argument("--layer", type=int, help="draw only this layer (1 = the first)")
     s.add_argument("--head", type=int, help="draw only this head (1 = the first)")
-    s.set_defaults(func=_show, takes_rest=True)
+    s.set_defaults(func=_show, takes_rest=True, parser=s)
 
     rn = add(sub, "runs", help="a table of the runs under DIR: task, state, dev and test "
              "scores, wall time, options that differ from the task's defaults")  # fmt: skip

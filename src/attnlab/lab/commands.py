@@ -23,11 +23,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from attnlab.lab.tasks import Task, TaskCommands
+from attnlab.lab.predictions import TEST_INDEX, test_inputs, write_predictions
+from attnlab.lab.tasks import TASKS, Task, TaskCommands
 from attnlab.lab.train import (
     RunConfig,
     Trainer,
     average_checkpoints,
+    find_checkpoint,
+    load_checkpoint,
     load_ensemble,
     load_for_inference,
     resolve_config,
@@ -209,9 +212,35 @@ def task_flags(
     parser = _TaskFlags(prog=f"attnlab {command} (task {task.name or type(task).__name__})",
                         add_help=False, allow_abbrev=False)  # fmt: skip
     parser.add_argument("inputs", nargs="*")
-    task.add_arguments(parser, command)
+    _declare_flags(parser, parser, task, command)
     options = vars(parser.parse_intermixed_args(list(rest)))
     return [*texts, *options.pop("inputs")], options
+
+
+def task_flags_help(checkpoint: str, command: str) -> str:
+    """The help of the own flags of the task of the run ``checkpoint`` (a run directory or a
+    ``.pt`` file) for ``command``: what ``attnlab predict|show RUN --help`` adds."""
+    path = Path(checkpoint)
+    if (path / "config.json").is_file():
+        name = json.loads((path / "config.json").read_text()).get("task", "")
+    else:
+        name = load_checkpoint(find_checkpoint(path), torch.device("cpu"))["config"]["task"]
+    task = commands_of(TASKS.get(name)(), command)
+    parser = _TaskFlags(prog=f"attnlab {command} RUN", add_help=False, allow_abbrev=False,
+                        usage=argparse.SUPPRESS)  # fmt: skip
+    flags = parser.add_argument_group(f"flags of the task {name!r} ({command})")
+    _declare_flags(flags, parser, task, command)
+    return parser.format_help().strip()
+
+
+def _declare_flags(flags: Any, parser: argparse.ArgumentParser, task: TaskCommands,
+                   command: str) -> None:  # fmt: skip
+    """The task's own flags, and ``--index N`` unless the task declares one (images do)."""
+    task.add_arguments(flags, command)
+    if "--index" not in parser._option_string_actions:
+        flags.add_argument("--index", dest=TEST_INDEX, type=int, action="append", default=[],
+                           metavar="N", help="example N of the run's test split, with its "
+                           "gold answer (repeatable)")  # fmt: skip
 
 
 def read_stdin_inputs(texts: Sequence[str], stdin: TextIO | None) -> list[str]:
@@ -259,6 +288,7 @@ def predict_command(
     as_json: bool,
     rest: Sequence[str] = (),
     stdin: TextIO | None = None,
+    out: str | None = None,
 ) -> int:
     """``attnlab predict CKPT INPUT ... [--json] [TASK FLAGS]``: one line per input, as the task
     renders its prediction (:meth:`TaskCommands.format_text` or :meth:`TaskCommands.format_json`), computed in
@@ -268,15 +298,28 @@ def predict_command(
     :meth:`TaskCommands.command_inputs` and :meth:`TaskCommands.predict`. No inputs at all is the task's error
     (:meth:`TaskCommands.command_inputs` names what it reads: sentences, or a graph's ``--node``).
     An input ``-`` alone reads the inputs from ``stdin``, one per non-blank line, wherever it
-    stands among the flags (``--json -`` and ``- --json`` mean the same)."""
+    stands among the flags (``--json -`` and ``- --json`` mean the same). ``--index N``:
+    example N of the run's test split (:func:`test_inputs`), its record with ``example`` and
+    ``gold``. ``out``: write the records to a ``.csv`` or ``.jsonl`` file
+    (:func:`write_predictions`) instead of printing them."""
     task, model, cfg = load_for_inference(checkpoint)
     task = commands_of(task, "predict")
     texts, options = task_flags(task, "predict", texts, rest)
+    picked = test_inputs(task, cfg, options.pop(TEST_INDEX, []))
     texts = read_stdin_inputs(texts, stdin)
-    inputs = task.command_inputs(texts, options)
+    inputs = [x for x, _, _ in picked]
+    if texts or not picked:
+        inputs += task.command_inputs(texts, options)
     with _autocast(cfg, torch.device("cpu")):
         records = task.predict(model, inputs, **options)
+    for record, (_, gold, n) in zip(records, picked):
+        record.update(example=f"test:{n}", gold=gold)
+    if out is not None:
+        print(f"{write_predictions(records, out)}: {len(records)} predictions")
+        return 0
     for record in records:
+        if "example" in record and not as_json:
+            print(f"{cfg.task} test example {record['example'][5:]}: gold {record['gold']}")
         print(task.format_json(record) if as_json else task.format_text(record))
     return 0
 
@@ -335,6 +378,12 @@ def _one_input(task, cfg, text: str | Sequence[str], rest: Sequence[str]):
     naming the task and the input, and the task's own flags."""
     words = [text] if isinstance(text, str) else list(text)
     words, options = task_flags(task, "show", [w for w in words if w.strip()], rest)
+    picked = test_inputs(task, cfg, options.pop(TEST_INDEX, []))
+    if picked and not words:
+        if len(picked) != 1:
+            raise ValueError(f"show draws one input at a time; got --index {len(picked)} times")
+        x, gold, n = picked[0]
+        return x, f"{cfg.task}: test example {n} (gold: {gold})", options
     text = words[0] if len(words) == 1 else " ".join(words)
     inputs = task.command_inputs([text] if text else [], options)
     if len(inputs) != 1:

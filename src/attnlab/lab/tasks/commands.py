@@ -119,6 +119,16 @@ class TaskCommands:
         """Axis labels of one parsed input's positions. Default (text): the tokens."""
         return [str(token) for token in input]
 
+    def example_input(self, example: Any) -> tuple[Any, str]:
+        """A labelled example of a split (as :meth:`splits` holds it) as :meth:`predict`'s
+        input, with its gold answer as text: what ``predict RUN --index N`` and ``show RUN
+        --index N`` feed the model (example ``N`` of the test split). Default: not available.
+        """
+        raise NotImplementedError(
+            f"task {self._label()} does not take --index (an example of its test split); pass "
+            "an input instead"
+        )
+
     def read_examples(self, path: str | Path) -> list:
         """Labelled examples (as :meth:`collate` takes them) from an evaluation file.
 

@@ -244,6 +244,19 @@ class SpeechTask(Task, TaskCommands):
             parser.add_argument("--chunk-ms", dest="chunk_ms", type=float, default=100.0,
                                 help="chunk length for --stream (default 100 ms)")  # fmt: skip
 
+    def example_input(self, example: Utterance) -> tuple[Utterance, str]:
+        """A recording of a split and its label (frame labels: the labels in order, each
+        once)."""
+        if isinstance(example.label, int):
+            return example, self.labels[example.label]
+        ids = (
+            [int(i) for i in example.label.tolist() if int(i) >= 0]
+            if example.label is not None
+            else []
+        )
+        runs = [i for k, i in enumerate(ids) if k == 0 or ids[k - 1] != i]
+        return example, " ".join(self.labels[i] for i in runs)
+
     @torch.no_grad()
     def predict(
         self, model: nn.Module, inputs: Sequence[Utterance], *, stream: bool = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -122,13 +123,19 @@ class SentenceTask(TextTask):
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, float]:
         return classification_metrics((model(b), b["labels"]) for b in batches)
 
+    def example_input(self, example: Any) -> tuple[list[str], str]:
+        tokens, label = example
+        return list(tokens), self.labels[int(label)]
+
     @torch.no_grad()
     def predict(self, model: nn.Module, sentences: Sequence[Sequence[str]]) -> list[dict]:
-        """Classify sentences: ``[{"tokens": [...], "label": ...}, ...]``."""
+        """Classify sentences: ``[{"tokens": [...], "label": ..., "probabilities": {label: p}},
+        ...]``."""
         model.eval()
-        batch = self.encode(sentences)
-        ids = model(batch).argmax(-1)
-        return [{"tokens": list(s), "label": self.labels[int(i)]} for s, i in zip(sentences, ids)]
+        probs = model(self.encode(sentences)).float().softmax(-1)
+        return [{"tokens": list(s), "label": self.labels[int(p.argmax())],
+                 "probabilities": {c: round(float(q), 4) for c, q in zip(self.labels, p)}}
+                for s, p in zip(sentences, probs)]  # fmt: skip
 
 
 class SST2Task(SentenceTask):

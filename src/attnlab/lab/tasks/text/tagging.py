@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -148,6 +149,10 @@ class PosTask(TextTask):
                 f"{path}: tags {unknown[:10]} are not in the model's tag set {self.labels}"
             )
         return examples
+
+    def example_input(self, example: Any) -> tuple[list[str], str]:
+        tokens, tags = example
+        return list(tokens), " ".join(f"{w}/{t}" for w, t in zip(tokens, tags))
 
     @torch.no_grad()
     def predict(self, model: nn.Module, sentences: Sequence[Sequence[str]]) -> list[dict]:
