@@ -69,29 +69,43 @@ def remove_self_loops(edge_index: Tensor, edge_attr: Tensor | None = None):
     return edge_index[:, keep], (None if edge_attr is None else edge_attr[keep])
 
 
-def _loop_attr(edge_index: Tensor, edge_attr: Tensor, n: int, fill_value) -> Tensor:
-    """Features of the new self loops: ``"mean"`` (or ``"add"``, ``"max"``, ...) of each node's
-    incoming edge features (zero where it has none), or a constant."""
+def _loop_attr(edge_index: Tensor, edge_attr: Tensor, n: int, fill_value, num_dst: int) -> Tensor:
+    """Features of the new self loops: ``"mean"`` (or ``"add"``, ``"max"``, ``"mul"``, ...) of
+    each node's incoming edge features (zero where it has none, one for ``"mul"``), or a
+    constant (a number, or a tensor of one edge's features). ``num_dst`` bounds the
+    destination ids (more than ``n`` on a bipartite graph)."""
+    shape = (n, *edge_attr.shape[1:])
+    if isinstance(fill_value, Tensor):
+        loop = fill_value.to(edge_attr.device, edge_attr.dtype)
+        loop = loop if loop.dim() == edge_attr.dim() else loop.unsqueeze(0)
+        return loop.expand(shape).contiguous()
     if isinstance(fill_value, str):
         index = edge_index[1].view(-1, *([1] * (edge_attr.dim() - 1))).expand_as(edge_attr)
-        reduce = {"add": "sum", "sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}
+        reduce = {"add": "sum", "sum": "sum", "mean": "mean", "max": "amax", "min": "amin",
+                  "mul": "prod"}  # fmt: skip
         if fill_value not in reduce:
-            raise ValueError(f"fill_value must be a number or one of {sorted(reduce)}, got {fill_value!r}")  # fmt: skip
-        out = edge_attr.new_zeros(n, *edge_attr.shape[1:])
-        return out.scatter_reduce(0, index, edge_attr, reduce[fill_value], include_self=False)
-    return edge_attr.new_full((n, *edge_attr.shape[1:]), float(fill_value))
+            raise ValueError(f"fill_value must be a number, a tensor or one of {sorted(reduce)}, got {fill_value!r}")  # fmt: skip
+        out = edge_attr.new_full((max(n, num_dst), *shape[1:]), float(fill_value == "mul"))
+        out = out.scatter_reduce(0, index, edge_attr, reduce[fill_value], include_self=fill_value == "mul")  # fmt: skip
+        return out[:n]
+    return edge_attr.new_full(shape, float(fill_value))
 
 
 def add_self_loops(
-    edge_index: Tensor, edge_attr: Tensor | None, num_nodes: int, fill_value="mean"
-) -> tuple[Tensor, Tensor | None]:
+    edge_index: Tensor, edge_attr: Tensor | None, num_nodes: int, fill_value="mean",
+    num_dst: int | None = None,
+) -> tuple[Tensor, Tensor | None]:  # fmt: skip
     """One loop ``(i, i)`` per node appended after the edges (PyG's order), with features from
-    ``fill_value`` (see :func:`_loop_attr`) when there are edge features."""
+    ``fill_value`` (see :func:`_loop_attr`) when there are edge features. ``num_dst``: the
+    number of destinations when more than ``num_nodes`` (a bipartite graph's loops are
+    ``min(sources, destinations)``); the default is ``num_nodes``."""
     loops = torch.arange(num_nodes, device=edge_index.device, dtype=edge_index.dtype)
     out = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
     if edge_attr is None:
         return out, None
-    return out, torch.cat([edge_attr, _loop_attr(edge_index, edge_attr, num_nodes, fill_value)])
+    num_dst = num_nodes if num_dst is None else num_dst
+    loop_attr = _loop_attr(edge_index, edge_attr, num_nodes, fill_value, num_dst)
+    return out, torch.cat([edge_attr, loop_attr])
 
 
 def add_remaining_self_loops(
@@ -157,14 +171,21 @@ class EdgeCache:
         self._edge_index: Tensor | None = None
         self._value = None
 
-    def get(self, edge_index: Tensor, num_nodes: int, make, extra: tuple = ()):
+    def get(self, edge_index: Tensor, num_nodes, make, extra: tuple = (), read=None):
         """``make(edge_index as long)``, validated and computed once per graph; ``extra``: more
-        that the value depends on (e.g. a dtype)."""
+        that the value depends on (e.g. a dtype). ``read(edge_index)``: the validated ``(2, E)``
+        long edge list (default: :func:`check_edge_index` against ``num_nodes``), for other
+        inputs (a sparse adjacency, a bipartite graph); ``num_nodes`` is then any key."""
+        if read is None:
+
+            def read(ei):
+                return check_edge_index(ei, num_nodes).long()  # int32 ids welcome too
+
         if not isinstance(edge_index, Tensor):
-            check_edge_index(edge_index, num_nodes)  # raises, naming what was given
+            read(edge_index)  # raises, naming what was given
         key = (edge_index._version, num_nodes, edge_index.device, *extra)
         if self._edge_index is edge_index and self._key == key:
             return self._value
-        value = make(check_edge_index(edge_index, num_nodes).long())  # int32 ids welcome too
+        value = make(read(edge_index))
         self._edge_index, self._key, self._value = edge_index, key, value
         return value
