@@ -59,3 +59,9 @@ def test_the_cli_trains_a_preset_and_help_lists_them(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("attnlab train: error: --preset: task 'pos' has no preset 'paper'; its "
                    "presets: default, tiny")  # fmt: skip
+
+
+def test_options_of_one_docstring_entry_are_told_apart(capsys):
+    assert main(["train", "listops", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "examples per split (respectively train, dev, test)." in text

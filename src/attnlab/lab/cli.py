@@ -378,10 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="efficient kernels to compare (default: all registered)")  # fmt: skip
     ba.add_argument("--lengths", nargs="+", type=int, default=None,
                     help="sequence lengths (default 512 1024 ... 65536)")  # fmt: skip
-    ba.add_argument("--dim", type=int, default=256)
-    ba.add_argument("--heads", type=int, default=4)
-    ba.add_argument("--batch", type=int, default=1)
-    ba.add_argument("--repeats", type=int, default=3)
+    ba.add_argument("--dim", type=int, default=256, help="model width (default 256)")
+    ba.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    ba.add_argument("--batch", type=int, default=1, help="sequences per call (default 1)")
+    ba.add_argument("--repeats", type=int, default=3,
+                    help="timed calls per measurement, their mean reported (default 3)")  # fmt: skip
     ba.add_argument("--max-memory-gib", type=float, default=16.0,
                     help="skip (and say so) what is estimated to need more")  # fmt: skip
     ba.add_argument("--time-budget", type=float, default=120.0,

@@ -133,6 +133,7 @@ def _parse_args(doc: str) -> dict[str, str]:
         return out
     indent = None
     names: list[str] = []
+    groups: dict[str, list[str]] = {}
     for line in lines[start + 1 :]:
         if not line.strip():
             continue
@@ -145,8 +146,18 @@ def _parse_args(doc: str) -> dict[str, str]:
         if match:
             names = [n.strip() for n in match.group(1).split(",")]
             for name in names:
+                groups[name] = names
                 out[name] = match.group(2)
         elif names:
             for name in names:
                 out[name] += " " + line.strip()
-    return {k: _clean(v) for k, v in out.items()}
+    return {k: _shared_by(k, groups, _clean(v)) for k, v in out.items()}
+
+
+def _shared_by(name: str, groups: dict[str, list[str]], text: str) -> str:
+    """``text`` of an ``a, b: text`` entry with ``(respectively a, b)``, which tells its options
+    apart, so that neither reads as the other's copy."""
+    names = groups.get(name, [name])
+    if len(names) < 2:
+        return text
+    return f"{text.rstrip('. ')} (respectively {', '.join(names)})."
