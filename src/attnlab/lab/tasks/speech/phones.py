@@ -209,6 +209,10 @@ class PhonesTask(SpeechTask):
         return super().build_model(model_config)
 
     # ---------------------------------------------------------------- commands
+    def example_input(self, example: PhoneUtterance) -> tuple[Utterance, str]:
+        """A recording of a split (read from its WAV file) and its phones in order."""
+        return self.parse_input(example.wav), " ".join(s.phone for s in example.segments)
+
     def input_labels(self, input: Utterance) -> list[str]:
         """Each frame's centre time in seconds."""
         fe = self.model_cfg.frontend
