@@ -148,7 +148,8 @@ def edge_aggregate(values: Tensor, weights: Tensor, src: Tensor, dst: Tensor, nu
     Args:
         values: ``(n, ..., e)`` node values (e.g. ``(n, h, e)``).
         weights: ``(E, ...)`` edge weights, broadcast over the last dim of ``values``.
-        src, dst: ``(E,)`` source and destination of each edge.
+        src: ``(E,)`` source of each edge.
+        dst: ``(E,)`` destination of each edge.
         num_nodes: number of output nodes.
 
     Returns:
@@ -202,7 +203,8 @@ def edge_attention(
     here; the dense mask is a set), at ``O(E * b * h * d)`` memory instead of ``O(b h n^2)``.
 
     Args:
-        q, k: ``(b, h, n, d)`` queries and keys of the ``n`` nodes.
+        q: ``(b, h, n, d)`` queries of the ``n`` nodes.
+        k: ``(b, h, n, d)`` keys of the ``n`` nodes.
         v: ``(b, h, n, e)`` values.
         edge_index: ``(2, E)`` long, edge ``(src, dst)`` lets ``dst`` attend to ``src``.
         score: a name from :data:`~attnlab.functional.SCORES` or a score object.

@@ -76,10 +76,12 @@ class TransformerDecoder(BlockStack):
         heads: attention heads.
         depth: number of blocks.
         context_dim: width of the context (default ``dim``).
-        ff_hidden, dropout, norm_first, norm_layer, attention, attention_dropout, ff_layer: block
-            options, see :class:`TransformerBlock`.
         positional: a :class:`~attnlab.positional.base.PositionalEncoding` or None.
         final_norm: normalise the output (default: True for pre-norm, False for post-norm).
+
+    The block options ``ff_hidden``, ``dropout``, ``norm_first``, ``norm_layer``, ``attention``,
+    ``attention_dropout``, ``ff_layer`` are passed to every :class:`TransformerBlock` (see its
+    arguments).
 
     Shapes:
         - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``

@@ -42,11 +42,13 @@ class TransformerEncoder(BlockStack):
         dim: model width.
         heads: attention heads.
         depth: number of blocks.
-        ff_hidden, dropout, norm_first, norm_layer, causal, attention, attention_dropout,
-            ff_layer: block options, see :class:`TransformerBlock`.
         positional: a :class:`~attnlab.positional.base.PositionalEncoding` or None.
         final_norm: normalise the output (default: True for pre-norm, whose residual stream is
             otherwise never normalised; False for post-norm, whose blocks already end in one).
+
+    The block options ``ff_hidden``, ``dropout``, ``norm_first``, ``norm_layer``, ``causal``,
+    ``attention``, ``attention_dropout``, ``ff_layer`` are passed to every
+    :class:`TransformerBlock` (see its arguments).
 
     Padding: pass ``mask=masks.padding(lengths)`` (sequence ``b`` has ``lengths[b]`` real
     tokens, then padding), or a boolean tensor with True = may attend, broadcastable to

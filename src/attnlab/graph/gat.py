@@ -316,10 +316,11 @@ class GATv2Conv(_GraphAttention):
     Args:
         share_weights: one matrix for sources and destinations (:math:`\Theta_s = \Theta_d`)
             (default False).
-        in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops,
-            edge_dim, fill_value, bias, residual, kwargs: as :class:`GATConv`, with the same
-            defaults (PyG's positional order: ``..., fill_value, bias, share_weights,
-            residual``).
+
+    The other arguments (``in_channels``, ``out_channels``, ``heads``, ``concat``,
+    ``negative_slope``, ``dropout``, ``add_self_loops``, ``edge_dim``, ``fill_value``, ``bias``,
+    ``residual`` and PyG's keyword arguments) are :class:`GATConv`'s, with the same defaults, in
+    PyG's positional order: ``..., fill_value, bias, share_weights, residual``.
 
     Parameters (PyG's names): ``lin_l`` (:math:`\Theta_s`, ``(H*C, F_src)`` weight and
     ``(H*C)`` bias when ``bias``), ``lin_r`` (:math:`\Theta_d`, ``(H*C, F_dst)``, the same

@@ -111,7 +111,9 @@ def split_mask(
 
     Args:
         mask: None, a boolean tensor broadcastable to ``(b, h, i, j)``, or a Mask.
-        batch, q_len, kv_len: the problem's ``b``, ``i`` and ``j``.
+        batch: the problem's batch size ``b``.
+        q_len: its number of queries ``i``.
+        kv_len: its number of keys ``j``.
         q_offset: position of the first query (incremental decoding).
         device: where ``key_valid`` should live (default: where the mask's tensors are).
     """

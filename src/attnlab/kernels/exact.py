@@ -35,7 +35,8 @@ class ExactKernel(AttentionKernel):
     real output through ``0 * NaN``.
 
     Args:
-        dim, heads: model width and number of heads (head dim ``d = dim // heads``).
+        dim: model width.
+        heads: number of heads (head dim ``d = dim // heads``).
         score: a name from :data:`~attnlab.functional.SCORES` or a
             :class:`~attnlab.functional.Score`. A score *module* given here (the additive
             score) belongs to the caller, who registers its parameters:

@@ -57,7 +57,8 @@ class GridSinusoidal(_Grid):
 
     Args:
         dim: model width ``D`` (even).
-        height, width: the grid.
+        height: rows of the grid.
+        width: columns of the grid.
         prefix: leading tokens without a position (CLS), left unchanged.
         base: the wavelength scale (default 10000).
 
@@ -99,7 +100,8 @@ class GridLearned(_Grid):
 
     Args:
         dim: model width.
-        height, width: the grid.
+        height: rows of the grid.
+        width: columns of the grid.
         prefix: leading tokens (CLS), each with its own learned vector.
         init_std: standard deviation of the initial embeddings (default 0.02).
 
@@ -144,7 +146,8 @@ class GridRelativeBias(_Grid):
 
     Args:
         heads: number of heads ``H``.
-        height, width: the grid.
+        height: rows of the grid.
+        width: columns of the grid.
         prefix: leading tokens (CLS).
 
     Shapes: :meth:`score_bias` ``(1, H, n, n)``, ``n = prefix + height * width``.
