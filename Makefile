@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export ATTNLAB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: install demo test test-all bench lint clean
+.PHONY: install demo test test-all bench lint docs docs-serve clean
 
 # Debian packages some tasks need (speech synthesis for `phones`), and the headless browser of
 # the viewer's tests (tests/viz). Installed when apt-get can run as root; otherwise those tasks
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	# The CPU build of PyTorch; an unpinned `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,peers,ray]'
+	$(PY) -m pip install -q -e '.[dev,peers,ray,docs]'
 	# timm (a peer: the from_timm converters are checked against it) without its dependencies:
 	# it requires torchvision, and no torchvision wheel fits the CPU torch above (pip would pull
 	# a CUDA torch over it). Its other dependencies are in the peers extra; its tests import it
@@ -43,9 +43,17 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(VENV)/bin/attnlab bench attention
 
+# The documentation site (mkdocs.yml): built into site/ offline, every warning an error (--strict);
+# docs/hooks.py generates the CLI reference and the benchmarks page from the code.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info .pytest_cache
