@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 	# a CUDA torch over it). Its other dependencies are in the peers extra; its tests import it
 	# against a stub of torchvision (tests/timm_without_torchvision.py).
 	$(PY) -m pip install -q --no-deps timm==1.0.31
+	# `source .venv/bin/activate` then reads datasets from the mirror make found (../shared/data)
+	@if [ -n "$(ATTNLAB_DATA)" ] && ! grep -q ATTNLAB_DATA $(VENV)/bin/activate; then \
+		echo 'export ATTNLAB_DATA="$${ATTNLAB_DATA:-$(ATTNLAB_DATA)}"  # added by make: the data mirror' \
+			>> $(VENV)/bin/activate; fi
 	touch $(STAMP)
 
 install: $(STAMP)
