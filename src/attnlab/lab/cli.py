@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from attnlab.lab.bench.parser import add_bench_commands
+
 
 def _demo(args: argparse.Namespace) -> int:
     if args.which == "speech":
@@ -115,6 +117,7 @@ def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
     from attnlab.lab.commands import normalize_overrides
     from attnlab.lab.tasks.presets import presets_of
     from attnlab.lab.train import resolve_config
+    from attnlab.lab.train.config import ALIASES
     from attnlab.lab.train.describe import describe_options
 
     print(args.train_parser.format_help())
@@ -130,7 +133,7 @@ def _train_help(args: argparse.Namespace, rest: list[str]) -> int:
         print(f"  {name:<8} {_preset_text(settings)}")
     print(f"\nOptions of `attnlab train {cfg.task}`, set as --NAME=VALUE (defaults: the task's, "
           "after --preset, --config and the options given):\n")  # fmt: skip
-    print(describe_options(cfg), end="")
+    print(describe_options(cfg, aliases=ALIASES), end="")
     return 0
 
 
@@ -371,38 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument("--workers", type=int, default=2, help="festival processes at once")
     da.set_defaults(func=_data)
 
-    b = add(sub, "bench", help="benchmarks: attnlab bench attention | train")
-    b_sub = b.add_subparsers(dest="what", required=True)
-    ba = add(b_sub, "attention", help="speed/memory of exact and efficient attention")
-    ba.add_argument("--kernels", nargs="+", default=None,
-                    help="efficient kernels to compare (default: all registered)")  # fmt: skip
-    ba.add_argument("--lengths", nargs="+", type=int, default=None,
-                    help="sequence lengths (default 512 1024 ... 65536)")  # fmt: skip
-    ba.add_argument("--dim", type=int, default=256, help="model width (default 256)")
-    ba.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
-    ba.add_argument("--batch", type=int, default=1, help="sequences per call (default 1)")
-    ba.add_argument("--repeats", type=int, default=3,
-                    help="timed calls per measurement, their mean reported (default 3)")  # fmt: skip
-    ba.add_argument("--max-memory-gib", type=float, default=16.0,
-                    help="skip (and say so) what is estimated to need more")  # fmt: skip
-    ba.add_argument("--time-budget", type=float, default=120.0,
-                    help="skip a measurement predicted to take longer (seconds)")  # fmt: skip
-    ba.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
-    ba.add_argument("--out", default="results/bench_attention", help="CSV, PNG and JSON go here")
-    ba.set_defaults(func=_bench)
-    bt = add(b_sub, "train", help="training speed of a task: eager, bf16, compile, side by side")
-    bt.add_argument("task", help="a task (attnlab tasks); then its options, --a.b=value ...")
-    bt.add_argument("--config", help="JSON (or TOML) file of options, applied before overrides")
-    bt.add_argument("--variants", default="eager,bf16,compile,compile+bf16",
-                    help="comma-separated: eager, bf16, compile, compile+bf16")  # fmt: skip
-    bt.add_argument("--variant", action="append", default=[], metavar="NAME=--a.b=v;--c.d=w",
-                    help="also the eager step with these options (repeatable)")  # fmt: skip
-    bt.add_argument("--steps", type=int, default=20, help="measured steps per variant")
-    bt.add_argument("--warmup", type=int, default=3, help="steps per variant before measuring")
-    bt.add_argument("--rounds", type=int, default=4, help="turns the measured steps are split into")
-    bt.add_argument("--profile-steps", type=int, default=5, help="profiled steps (0: none)")
-    bt.add_argument("--out", default=None, help="write the figures as JSON here")
-    bt.set_defaults(func=_bench_train, takes_rest=True)
+    add_bench_commands(sub, add, attention=_bench, train=_bench_train)
     return p
 
 
