@@ -11,7 +11,9 @@ Life cycle, as the trainer drives it::
 
     task = TASKS.get(cfg.task)()
     task.load_state_dict(saved)          # only when resuming / reloading (vocabularies)
+    task.load_run_data(run_dir)          # only when resuming / reloading (the data it kept)
     task.setup(cfg.task_options)         # load data; build vocabularies from train if not loaded
+    task.save_run_data(run_dir)          # a new run: keep what its data needs
     splits = task.splits()               # {"train": [...], "dev": [...], "test": [...]}
     model = task.build_model(cfg.model)
     batch = task.collate(examples)       # dict of padded tensors, with "lengths"
@@ -189,6 +191,18 @@ class Task(ABC):
                 f"{type(self).__name__} has state {sorted(state)} but does not override "
                 "load_state_dict"
             )
+
+    def save_run_data(self, run_dir: Any) -> None:
+        """Keep in the new run's directory ``run_dir`` what its data needs besides the task's
+        options (the text tasks: the splits of the user's files, dev and test cut from train);
+        the trainer calls it after :meth:`setup`, on the main process. Default: nothing."""
+        return None
+
+    def load_run_data(self, run_dir: Any) -> None:
+        """Read back what :meth:`save_run_data` kept, before :meth:`setup` of an existing run
+        (resume, ``eval``, ``predict --index``), so that the run sees its own data whatever
+        became of the original files. Default: nothing."""
+        return None
 
     def load_pretrained(
         self, model: nn.Module, weights: Mapping[str, Tensor], state: Mapping[str, Any]

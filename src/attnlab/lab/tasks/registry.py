@@ -26,6 +26,9 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "sst5": "attnlab.lab.tasks.text.sentences:SST5Task",
     "trec": "attnlab.lab.tasks.text.sentences:TRECTask",
     "mlm": "attnlab.lab.tasks.text.mlm:MLMTask",  # pre-training: attnlab pretrain mlm
+    # text: your own files, no code (--data.train=FILE)
+    "text-tag": "attnlab.lab.tasks.text.generic:TextTagTask",  # one label per word
+    "text-classify": "attnlab.lab.tasks.text.generic:TextClassifyTask",  # one per sentence
     # speech: 10 ms frames
     "fsdd": "attnlab.lab.tasks.speech.fsdd:FsddTask",
     "phones": "attnlab.lab.tasks.speech.phones:PhonesTask",

@@ -193,6 +193,7 @@ def load_for_inference(
     cfg = RunConfig.from_dict(ckpt["config"])
     task = TASKS.get(cfg.task)()
     task.load_state_dict(ckpt["task"])
+    task.load_run_data(Path(chosen).parent)  # the data the run kept (its splits)
     if setup:
         task.setup(cfg.task_options)
     model = task.build_model(cfg.model)

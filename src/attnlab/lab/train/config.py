@@ -273,6 +273,25 @@ def load_config_file(path: str | Path, base: RunConfig | None = None) -> RunConf
 
 #: the section that stands for every attention setting of a model (``--attention.kernel=...``)
 ATTENTION = "attention"
+#: the section that stands for the task's ``task_options.data`` (``--data.train=FILE``)
+DATA = "data"
+#: the short names of sections, as ``--help`` lists them
+ALIASES = {f"task_options.{DATA}": DATA}
+
+
+def _data_alias(cfg: RunConfig, section: Any, given: str) -> RunConfig:
+    """``cfg`` with the ``data`` ``section`` (``{"train": "my.csv"}``) merged into its task's
+    ``task_options.data``."""
+    if not dataclasses.is_dataclass(cfg.task_options) or not any(
+        f.name == DATA for f in dataclasses.fields(cfg.task_options)
+    ):
+        raise ValueError(
+            f"{given}: the {cfg.task!r} task reads no files of yours; --data.* is for the text "
+            "tasks (pos, sst2, sst5, trec, text-tag, text-classify)"
+        )
+    if not isinstance(section, Mapping):
+        raise ValueError(f"{given}: set one data setting, e.g. --data.train=FILE")
+    return merge(cfg, {"task_options": {DATA: dict(section)}})
 
 
 def attention_paths(model: Any, prefix: str = "model") -> list[str]:
@@ -325,22 +344,27 @@ def resolve_config(
     config of the model (:func:`attention_paths`: ``model.encoder.attention`` for the text,
     speech and image encoders, ``model.attention`` for molecules, graphs and g2p), after the
     other settings, so that ``--model.encoder.kind=cnn-attention --attention.kernel=linear``
-    reaches the kind chosen.
+    reaches the kind chosen. ``--data.X=V`` (and a file's ``data`` section) sets ``X`` in the
+    task's ``task_options.data`` (the user's own files of the text tasks).
     """
     data = _read(Path(config_file)) if config_file is not None else {}
-    plain, attention = [], []
+    plain, attention, files = [], [], []
     for item in overrides:
         parts, value = parse_override(item)
         if parts == ["task"]:
             task = value
-        (attention if parts[0] == ATTENTION else plain).append(item)
+        {ATTENTION: attention, DATA: files}.get(parts[0], plain).append(item)
     task = task or data.get("task")
     cfg = RunConfig.for_task(task) if task else RunConfig()
     if preset:
         if not task:
             raise ValueError(f"--preset {preset}: name a task (presets belong to a task)")
         cfg = merge(cfg, presets.preset(task, preset))
-    cfg = merge(cfg, {k: v for k, v in data.items() if k not in ("task", ATTENTION)})
+    cfg = merge(cfg, {k: v for k, v in data.items() if k not in ("task", ATTENTION, DATA)})
+    if DATA in data:
+        cfg = _data_alias(cfg, data[DATA], f"{config_file}: {DATA}")
+    if files:
+        cfg = _data_alias(cfg, override_tree(files)[DATA], " ".join(files))
     cfg = apply_overrides(cfg, plain)
     if ATTENTION in data:
         cfg = _attention_alias(cfg, data[ATTENTION], f"{config_file}: {ATTENTION}")

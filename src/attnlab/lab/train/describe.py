@@ -22,7 +22,7 @@ from attnlab.lab.train.merge import chosen_by_kind, field_types, is_config, to_d
 __all__ = ["describe_options"]
 
 
-def describe_options(cfg: Any, *, width: int = 100) -> str:
+def describe_options(cfg: Any, *, width: int = 100, aliases: Mapping[str, str] = {}) -> str:  # noqa: B006 (read only)
     """Every option of ``cfg`` as ``--dotted.name TYPE (default: value)`` and a one-line
     description, section by section: the text of ``attnlab train TASK --help``.
 
@@ -33,13 +33,16 @@ def describe_options(cfg: Any, *, width: int = 100) -> str:
     Args:
         cfg: a config dataclass instance (e.g. a resolved ``RunConfig``).
         width: wrap descriptions at this many characters.
+        aliases: ``{dotted path: short name}`` of sections listed under their short name
+            (``{"task_options.data": "data"}``: ``--data.train``).
     """
     lines: list[str] = []
-    _describe(cfg, "", lines, width)
+    _describe(cfg, "", lines, width, aliases)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _describe(obj: Any, where: str, lines: list[str], width: int) -> None:
+def _describe(obj: Any, where: str, lines: list[str], width: int,
+              aliases: Mapping[str, str]) -> None:  # fmt: skip
     docs = _arg_docs(type(obj))
     hints = field_types(type(obj))
     groups = []
@@ -58,8 +61,9 @@ def _describe(obj: Any, where: str, lines: list[str], width: int) -> None:
         if is_config(value):
             summary = _summary(type(value))
             kind = f" [kind {value.kind!r}]" if chosen_by_kind(value) else ""
-            lines += ["", f"{path}{kind}: {doc or summary}".rstrip()]
-            _describe(value, path, lines, width)
+            shown = f"{aliases[path]} ({path})" if path in aliases else path
+            lines += ["", f"{shown}{kind}: {doc or summary}".rstrip()]
+            _describe(value, aliases.get(path, path), lines, width, aliases)
         else:  # a free-form dict (a task's options given as a dict)
             lines += ["", f"{path}: {doc or 'free-form settings'}".rstrip()]
             for key, item in value.items():

@@ -172,10 +172,13 @@ class Trainer:
         seed_everything(tc.seed)  # same model init on every rank
         if ckpt is not None:
             task.load_state_dict(ckpt["task"])
+            task.load_run_data(self.out_dir)
         task.setup(cfg.task_options)
         self.splits = task.splits()
         if not self.splits.get("train"):
             raise ValueError(f"task {task.name!r} has an empty train split")
+        if ckpt is None and self.env.is_main:
+            task.save_run_data(self.out_dir)  # e.g. the splits cut from the user's files
         self.model = task.build_model(cfg.model)
         init = getattr(cfg.model, "init", "")  # --model.init: a new run from pre-trained weights
         self.init_report = None

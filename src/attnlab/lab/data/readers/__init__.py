@@ -6,6 +6,8 @@ Formats:
   ``word/tag`` tokens, CoNLL-2000's ``word POS chunk`` columns): :mod:`.tagging`.
 - **Sentence classification** (Kim 2014): ``label<space>tokenized sentence`` per line, the
   label a non-negative integer: :mod:`.sentences`.
+- **Tables of labelled sentences**: CSV, TSV or JSON lines, the sentence and its label in named
+  columns: :mod:`.tables`.
 - A file in any of these formats, its format found from its first lines (``attnlab eval
   --data``, a task's local files): :mod:`.sniff`.
 
@@ -17,10 +19,20 @@ members) and the line number.
 from attnlab.lab.data.readers.base import LabeledSentence, StrPath, TaggedSentence
 from attnlab.lab.data.readers.sentences import iter_sentences, read_sentences
 from attnlab.lab.data.readers.sniff import (
+    TAGGING_FORMATS,
     TEXT_FILE_FORMATS,
+    classification_rows,
     read_classification_file,
     read_tagging_file,
     sniff_text_format,
+    tag_line,
+    tagging_format,
+)
+from attnlab.lab.data.readers.tables import (
+    TABLE_FORMATS,
+    LabelledRow,
+    read_labelled_table,
+    table_format,
 )
 from attnlab.lab.data.readers.tagging import (
     CONLLU_TAG_COLUMNS,
@@ -39,6 +51,9 @@ __all__ = [
     "CONLLU_TAG_COLUMNS",
     "NLTK_LAYOUTS",
     "TEXT_FILE_FORMATS",
+    "TAGGING_FORMATS",
+    "TABLE_FORMATS",
+    "LabelledRow",
     "iter_conllu",
     "read_conllu",
     "list_zip_fileids",
@@ -49,4 +64,9 @@ __all__ = [
     "sniff_text_format",
     "read_tagging_file",
     "read_classification_file",
+    "classification_rows",
+    "tagging_format",
+    "tag_line",
+    "read_labelled_table",
+    "table_format",
 ]

@@ -9,13 +9,20 @@ from collections.abc import Iterator
 
 from attnlab.lab.data.readers.base import LabeledSentence, StrPath
 
-__all__ = ["iter_sentences", "read_sentences"]
+__all__ = ["iter_sentences", "iter_numbered_sentences", "read_sentences"]
 
 logger = logging.getLogger(__name__)
 
 
 def iter_sentences(path: StrPath) -> Iterator[LabeledSentence]:
-    """Stream ``(tokens, label)`` pairs from a ``label<space>tokenized sentence`` file.
+    """Stream ``(tokens, label)`` pairs from a ``label<space>tokenized sentence`` file; see
+    :func:`iter_numbered_sentences`."""
+    for tokens, label, _ in iter_numbered_sentences(path):
+        yield tokens, label
+
+
+def iter_numbered_sentences(path: StrPath) -> Iterator[tuple[tuple[str, ...], int, int]]:
+    """Stream ``(tokens, label, line)`` from a ``label<space>tokenized sentence`` file.
 
     Blank lines are skipped. Lines are decoded as UTF-8; a line that is not valid UTF-8 is
     decoded as Latin-1 and logged (``TREC.train.all`` line 66 holds one stray ``0xf0`` byte).
@@ -42,7 +49,7 @@ def iter_sentences(path: StrPath) -> Iterator[LabeledSentence]:
                     f"{path}:{lineno}: expected 'label<space>tokenized sentence' with an "
                     f"integer label, got {line.rstrip()!r}"
                 )
-            yield tuple(fields[1:]), int(label)
+            yield tuple(fields[1:]), int(label), lineno
 
 
 def read_sentences(path: StrPath) -> list[LabeledSentence]:

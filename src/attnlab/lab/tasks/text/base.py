@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
@@ -19,6 +20,13 @@ from attnlab.lab.models import (
 from attnlab.lab.models.transfer import TransferReport, transfer_weights, vocab_rows
 from attnlab.lab.tasks.base import Task, options_as
 from attnlab.lab.tasks.commands import TaskCommands
+from attnlab.lab.tasks.text.files import (
+    DataOptions,
+    cut_splits,
+    data_files,
+    save_splits,
+    saved_splits,
+)
 
 __all__ = ["TextTask", "options_as", "read_split_files"]
 
@@ -42,6 +50,56 @@ class TextTask(Task, TaskCommands):
         self.labels: list[str] = []
         self.model_cfg: ModelConfig = ModelConfig()
         self._splits: dict[str, list] = {}
+        self.reading: dict[str, str] | None = None  # how the run read the user's files
+        self._saved: dict[str, Path] | None = None  # the splits the run kept (load_run_data)
+        self._files: tuple[DataOptions, dict[str, str]] | None = None  # what save_run_data names
+        self.split_paths: dict[str, str] = {}  # the file of each split read (file_splits)
+
+    # -- the user's files (--data.train=FILE) ------------------------------------------------
+
+    saved_ext = ".txt"  # the extension of the splits a run keeps, in a format the task reads
+
+    def render_split(self, examples: list) -> str:
+        """A split as the text of the file a run keeps (read back by :meth:`read_saved`)."""
+        raise NotImplementedError
+
+    def read_saved(self, path: Path) -> list:
+        """The raw examples of a split a run kept (:meth:`render_split`)."""
+        raise NotImplementedError
+
+    def file_splits(self, data: DataOptions, read: Callable[[str], list]) -> tuple[dict, list]:
+        """The raw splits of the user's files (``read`` reads one), or of the copy the run kept
+        (:meth:`load_run_data`): dev and test cut from train when not given
+        (:func:`~attnlab.lab.tasks.text.files.cut_splits`).
+
+        Returns:
+            ``(splits, from_train)``: the splits, and the names of those that came from the
+            train file (its labels are the task's); ``split_paths`` names each split's file.
+        """
+        if self._saved is not None:
+            self.split_paths = {s: str(p) for s, p in self._saved.items()}
+            return {s: self.read_saved(p) for s, p in self._saved.items()}, ["train"]
+        files = data_files(data)
+        self.split_paths = {s: files.get(s, files["train"]) for s in ("train", "dev", "test")}
+        raw = {split: read(path) for split, path in files.items()}
+        cut = [s for s in ("dev", "test") if s not in raw]
+        splits = cut_splits(raw["train"], data.split, data.seed, cut, files["train"])
+        splits.update({s: raw[s] for s in ("dev", "test") if s in raw})
+        seeded = f"(--data.split={data.split[0]},{data.split[1]}, --data.seed={data.seed})"
+        sources = {s: files.get(s) or f"cut from {files['train']} {seeded}" for s in splits}
+        self._files = (data, sources)
+        self.reading = data.reading()
+        return splits, ["train", *cut]
+
+    def load_run_data(self, run_dir: str | Path) -> None:
+        """Read the splits from what the run ``run_dir`` kept of the user's files, if it did."""
+        self._saved = saved_splits(run_dir)
+
+    def save_run_data(self, run_dir: str | Path) -> None:
+        """Keep the splits read from the user's files in ``run_dir/data/``."""
+        if self._files is not None:
+            data, sources = self._files
+            save_splits(run_dir, self._splits, self.render_split, self.saved_ext, sources, data)
 
     @classmethod
     def default_model_config(cls) -> ModelConfig:
@@ -105,10 +163,19 @@ class TextTask(Task, TaskCommands):
         return transfer_weights(model, weights, rows=rows)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"vocab": self.vocab.state_dict(), "chars": self.chars.state_dict(),
-                "labels": list(self.labels)}  # fmt: skip
+        state = {"vocab": self.vocab.state_dict(), "chars": self.chars.state_dict(),
+                 "labels": list(self.labels)}  # fmt: skip
+        if self.reading is not None:
+            state["reading"] = dict(self.reading)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.vocab = Vocabulary.from_state_dict(state["vocab"])
         self.chars = CharVocabulary.from_state_dict(state["chars"])
         self.labels = list(state["labels"])
+        self.reading = dict(state["reading"]) if "reading" in state else None
+
+    def read_option(self, name: str) -> str:
+        """How the run read its files (``column``, ``text_column``, ``label_column``): the
+        run's, else the default."""
+        return (self.reading or DataOptions().reading())[name]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.lab.data import TAGGING_CORPORA, load_tagging
-from attnlab.lab.data.readers import read_tagging_file
+from attnlab.lab.data.readers import TAGGING_FORMATS, read_tagging_file, tag_line
 from attnlab.lab.models.batch import pad_ids
 from attnlab.lab.tasks.base import IGNORE_INDEX
-from attnlab.lab.tasks.text.base import TextTask, options_as, read_split_files
+from attnlab.lab.tasks.text.base import TextTask, options_as
+from attnlab.lab.tasks.text.files import DataOptions, as_data_options
 
 __all__ = ["PosTask", "TaggingOptions"]
 
@@ -28,15 +29,17 @@ class TaggingOptions:
 
     Args:
         corpus: ``brown`` (default), ``ud-ewt``, ``ud-atis``, ``conll2000``, or ``files``: the
-            local files below.
+            local files below (``data.train`` reads the user's files whatever it says).
         tagset: ``auto`` (Brown: the 12 universal tags; UD: UPOS; CoNLL-2000: Penn tags),
             ``universal`` or ``native``; local files keep their tags as written.
         min_count: words seen fewer times in train become ``<unk>``.
         max_train_sentences: use only the first N train sentences (0: all).
         train_file: with ``corpus="files"``: the training sentences (CoNLL-U, ``word/TAG`` or
-            ``word TAG`` columns; see :func:`~attnlab.lab.data.readers.read_tagging_file`).
+            ``word TAG`` columns; see :func:`~attnlab.lab.data.readers.read_tagging_file`);
+            the older spelling of data.train, which cuts no dev or test split.
         dev_file: with ``corpus="files"``: the dev sentences (none: no dev split).
         test_file: with ``corpus="files"``: the test sentences (none: no test split).
+        data: your own files (CoNLL-U, word TAB tag, word/TAG), ``--data.train=FILE``.
     """
 
     corpus: str = "brown"
@@ -46,6 +49,27 @@ class TaggingOptions:
     train_file: str = ""
     dev_file: str = ""
     test_file: str = ""
+    data: DataOptions = field(default_factory=DataOptions)
+
+
+def legacy_files(opts: TaggingOptions) -> DataOptions:
+    """``opts.data``, or the older ``corpus="files"`` with ``train_file`` (and ``dev_file``,
+    ``test_file``) as data options that cut nothing."""
+    data = as_data_options(opts.data)
+    if opts.corpus == "files" and not data.train:
+        if not opts.train_file:
+            raise ValueError(
+                "task_options.corpus='files' needs task_options.train_file (and optionally "
+                "dev_file, test_file), or --data.train=FILE"
+            )
+        files = {"train": opts.train_file, "dev": opts.dev_file, "test": opts.test_file}
+        return replace(data, **files, split=(0.0, 0.0))
+    if opts.train_file or opts.dev_file or opts.test_file:
+        raise ValueError(
+            f"task_options.train_file/dev_file/test_file are read only with "
+            f"task_options.corpus='files' and no --data.train, got corpus={opts.corpus!r}"
+        )
+    return data
 
 
 class PosTask(TextTask):
@@ -60,22 +84,21 @@ class PosTask(TextTask):
         return TaggingOptions()
 
     def setup(self, options: TaggingOptions) -> None:
-        opts = options_as(TaggingOptions, options)
-        if opts.corpus == "files":
-            if not opts.train_file:
-                raise ValueError(
-                    "task_options.corpus='files' needs task_options.train_file (and optionally "
-                    "dev_file, test_file)"
-                )
-            splits = read_split_files(opts.train_file, opts.dev_file, opts.test_file,
-                                      read_tagging_file)  # fmt: skip
-            tags = sorted({t for split in splits.values() for _, ts in split for t in ts})
+        opts = options_as(type(self.default_options()), options)
+        splits, tags = self.load_splits(opts)
+        if opts.max_train_sentences:
+            splits["train"] = splits["train"][: opts.max_train_sentences]
+        self._splits = splits
+        self._build_vocab([s for s, _ in splits["train"]], opts.min_count)
+        if not self.labels:
+            self.labels = tags
+
+    def load_splits(self, opts: TaggingOptions) -> tuple[dict[str, list], list[str]]:
+        """The splits (the corpus's, or the user's files') and their tags."""
+        data = legacy_files(opts)
+        if data.train:  # the user's files (or the copy the run kept of them)
+            splits, tags = self.read_files(data)
         else:
-            if opts.train_file or opts.dev_file or opts.test_file:
-                raise ValueError(
-                    f"task_options.train_file/dev_file/test_file are read only with "
-                    f"task_options.corpus='files', got corpus={opts.corpus!r}"
-                )
             if opts.corpus not in TAGGING_CORPORA:
                 raise ValueError(
                     f"task_options.corpus must be one of {(*TAGGING_CORPORA, 'files')}, got "
@@ -88,12 +111,41 @@ class PosTask(TextTask):
             splits = {"train": list(corpus.train), "dev": list(corpus.dev),
                       "test": list(corpus.test)}  # fmt: skip
             tags = corpus.tags()
-        if opts.max_train_sentences:
-            splits["train"] = splits["train"][: opts.max_train_sentences]
-        self._splits = splits
-        self._build_vocab([s for s, _ in splits["train"]], opts.min_count)
-        if not self.labels:
-            self.labels = tags
+        return splits, tags
+
+    # -- the user's files --------------------------------------------------------------------
+
+    saved_ext = ".tsv"
+
+    def read_files(self, data: DataOptions) -> tuple[dict[str, list], list[str]]:
+        """The splits of the user's tagging files (or the run's copy) and the tags of the train
+        file; a tag of a dev or test file that the train file lacks is an error naming its line.
+        """
+        if data.format not in ("auto", *TAGGING_FORMATS):
+            raise ValueError(
+                f"data.format: a tagging task reads auto, {', '.join(TAGGING_FORMATS)}; got "
+                f"{data.format!r}"
+            )
+        splits, from_train = self.file_splits(
+            data, lambda path: read_tagging_file(path, data.column, data.format)
+        )
+        tags = sorted({t for s in from_train for _, ts in splits[s] for t in ts})
+        known = set(self.labels or tags)
+        for split in (s for s in splits if s not in from_train):
+            unseen = sorted({t for _, ts in splits[split] for t in ts} - known)
+            if unseen:
+                path = self.split_paths[split]
+                raise ValueError(
+                    f"{path}:{tag_line(path, unseen[0]) or '?'}: tag {unseen[0]!r} is not a tag "
+                    f"of the train file {self.split_paths['train']} (it has {', '.join(sorted(known))})"
+                )
+        return splits, tags
+
+    def render_split(self, examples: list) -> str:
+        return "".join("".join(f"{w}\t{t}\n" for w, t in zip(*ex)) + "\n" for ex in examples)
+
+    def read_saved(self, path: Path) -> list:
+        return read_tagging_file(path, fmt="tsv") if path.stat().st_size else []
 
     def batch_size_of(self, example) -> int:
         return len(example[0])
@@ -141,7 +193,7 @@ class PosTask(TextTask):
         Raises:
             ValueError: not a tagging file; a tag the model does not know.
         """
-        examples = read_tagging_file(path)
+        examples = read_tagging_file(path, self.read_option("column"))
         known = set(self.labels)
         unknown = sorted({t for _, tags in examples for t in tags if t not in known})
         if unknown:

@@ -1,0 +1,207 @@
+"""A user's own files as a text task's data (``--data.train=FILE``): the options, the files of a
+directory, the seeded cut of dev and test from train, and the splits a run keeps.
+
+A run that read the user's files keeps its three splits in its directory (``RUN/data/``:
+``train``, ``dev`` and ``test`` in one format of the task, and ``splits.json`` saying where each
+came from), so that ``eval``, ``predict --index`` and ``--resume`` read what the run trained on,
+even after the original files have moved or changed. Each file is written atomically and
+``splits.json`` last: a run directory holds all the splits, or none that is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DataOptions",
+    "SAVED_DIR",
+    "as_data_options",
+    "data_files",
+    "cut_splits",
+    "save_splits",
+    "saved_splits",
+]
+
+#: the folder of a run directory that keeps the splits read from the user's files
+SAVED_DIR = "data"
+_MANIFEST = "splits.json"
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class DataOptions:
+    """Your own files instead of the task's corpus (``--data.NAME`` for short).
+
+    Args:
+        train: the training file, or a directory holding files named ``*train*``, ``*dev*``
+            and ``*test*`` (none: the task's corpus).
+        dev: the dev file (none: cut from train, see split).
+        test: the test file (none: cut from train, see split).
+        split: the fractions of the train file cut as dev and test when those files are not
+            given (seeded by seed; 0 cuts none); the cut splits are saved in the run.
+        seed: seeds the cut of dev and test from train.
+        format: auto (from the extension, else from the first lines), or for tagging conllu,
+            tsv (word TAB tag), slash (word/TAG), columns (word TAG); for classification csv,
+            tsv, jsonl, sentences (label sentence).
+        column: the CoNLL-U column of the tags: upos or xpos.
+        text_column: CSV / TSV / JSON lines: the column (key) of the sentence, split on spaces.
+        label_column: CSV / TSV / JSON lines: the column (key) of the label (any string).
+    """
+
+    train: str = ""
+    dev: str = ""
+    test: str = ""
+    split: tuple[float, float] = (0.1, 0.1)
+    seed: int = 0
+    format: str = "auto"
+    column: str = "upos"
+    text_column: str = "text"
+    label_column: str = "label"
+
+    def __post_init__(self) -> None:
+        if len(self.split) != 2 or not all(0.0 <= f < 1.0 for f in self.split):
+            raise ValueError(
+                f"data.split: two fractions in [0, 1), dev then test (e.g. 0.1,0.1), "
+                f"got {self.split}"
+            )
+        if sum(self.split) >= 1.0:
+            raise ValueError(f"data.split: the dev and test fractions {self.split} leave no train")
+        if self.column not in ("upos", "xpos"):
+            raise ValueError(f"data.column: upos or xpos, got {self.column!r}")
+
+    def reading(self) -> dict[str, str]:
+        """How a file of this run is read (kept in the task's state for ``eval --data``)."""
+        return {"column": self.column, "text_column": self.text_column,
+                "label_column": self.label_column}  # fmt: skip
+
+
+def as_data_options(value: Any) -> DataOptions:
+    """``value`` (a :class:`DataOptions` or a mapping of its fields) as :class:`DataOptions`."""
+    if isinstance(value, DataOptions):
+        return value
+    if isinstance(value, Mapping):
+        valid = {f.name for f in fields(DataOptions)}
+        unknown = sorted(set(value) - valid)
+        if unknown:
+            raise ValueError(f"unknown data option(s) {unknown}; valid: {', '.join(sorted(valid))}")
+        value = dict(value)
+        if "split" in value:
+            value["split"] = tuple(value["split"])
+        return DataOptions(**value)
+    raise TypeError(f"expected data options, got {type(value).__name__}")
+
+
+def data_files(data: DataOptions) -> dict[str, str]:
+    """``{split: file}`` of the given files, a directory's ``train`` resolved into its files.
+
+    Raises:
+        FileNotFoundError: a file or directory that does not exist (naming the option).
+        ValueError: a directory without exactly one train file, or with several dev / test files.
+    """
+    files = {s: getattr(data, s) for s in SPLITS if getattr(data, s)}
+    if os.path.isdir(data.train):
+        found = _directory_files(data.train)
+        files = {**found, **{s: p for s, p in files.items() if s != "train"}}
+    for split, path in files.items():
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--data.{split}: no such file {path}")
+    return files
+
+
+def _directory_files(folder: str) -> dict[str, str]:
+    names = sorted(n for n in os.listdir(folder) if not n.startswith(".")
+                   and os.path.isfile(os.path.join(folder, n)))  # fmt: skip
+    out: dict[str, str] = {}
+    for split in SPLITS:
+        matches = [n for n in names if split in n.lower()]
+        if len(matches) > 1:
+            raise ValueError(
+                f"--data.train={folder}: a directory needs one file per split; {split!r} names "
+                f"{len(matches)}: {', '.join(matches)}"
+            )
+        if matches:
+            out[split] = os.path.join(folder, matches[0])
+    if "train" not in out:
+        raise ValueError(
+            f"--data.train={folder}: no file named *train* in the directory (it holds "
+            f"{', '.join(names) or 'no files'}); name the files or pass --data.train=FILE"
+        )
+    return out
+
+
+def cut_splits(
+    examples: Sequence, split: tuple[float, float], seed: int, cut: Sequence[str], where: str
+) -> dict[str, list]:
+    """``{"train": ..., "dev": ..., "test": ...}``: the splits named in ``cut`` drawn from
+    ``examples`` (a seeded shuffle, ``split`` = the dev and test fractions, at least one example
+    each for a fraction above 0), the rest train in file order.
+
+    Raises:
+        ValueError: too few examples to leave one for training (naming ``where``).
+    """
+    sizes = {}
+    for name, fraction in zip(("dev", "test"), split):
+        n = round(fraction * len(examples)) if name in cut else 0
+        sizes[name] = max(n, 1) if fraction > 0 and name in cut else n
+    if sum(sizes.values()) >= len(examples):
+        raise ValueError(
+            f"{where}: {len(examples)} examples are too few to cut dev and test fractions "
+            f"{split[0]},{split[1]} from and train on the rest; give --data.dev/--data.test "
+            "or a smaller --data.split"
+        )
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    dev = order[: sizes["dev"]]
+    test = order[sizes["dev"] : sizes["dev"] + sizes["test"]]
+    train = sorted(order[sizes["dev"] + sizes["test"] :])
+    return {"train": [examples[i] for i in train], "dev": [examples[i] for i in sorted(dev)],
+            "test": [examples[i] for i in sorted(test)]}  # fmt: skip
+
+
+def save_splits(
+    run_dir: str | Path,
+    splits: Mapping[str, list],
+    write: Callable[[list], str],
+    ext: str,
+    sources: Mapping[str, str],
+    data: DataOptions,
+) -> Path:
+    """Write the splits into ``run_dir/data/`` (``write`` renders a split as the file's text),
+    each file atomically, then ``splits.json`` naming them, their sizes and their ``sources``."""
+    folder = Path(run_dir) / SAVED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {split: f"{split}{ext}" for split in SPLITS}
+    for split in SPLITS:
+        _atomic_write(folder / names[split], write(list(splits.get(split) or [])))
+    manifest = {"files": names, "examples": {s: len(splits.get(s) or []) for s in SPLITS},
+                "sources": dict(sources), "options": asdict(data)}  # fmt: skip
+    _atomic_write(folder / _MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return folder
+
+
+def saved_splits(run_dir: str | Path) -> dict[str, Path] | None:
+    """``{split: file}`` of the splits a run saved (:func:`save_splits`), or None."""
+    folder = Path(run_dir) / SAVED_DIR
+    try:
+        manifest = json.loads((folder / _MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {split: folder / name for split, name in manifest["files"].items()}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
