@@ -181,3 +181,17 @@ def test_help_lists_the_data_options_and_other_tasks_refuse_them(cli):
     cli("train", "karate", "--data.train=x.csv").user_error(
         "train", "the 'karate' task reads no files of yours"
     )
+
+
+def test_resume_reads_the_splits_the_run_kept(cli, tmp_path):
+    data = reviews(tmp_path / "r.csv")
+    run = tmp_path / "run"
+    assert cli("train", "text-classify", f"--data.train={data}", "--data.text_column=sentence",
+               "--data.label_column=stars", *TINY, f"--out_dir={run}").rc == 0  # fmt: skip
+    kept = (run / "data" / "dev.jsonl").read_text()
+    data.unlink()
+    ran = cli("train", "text-classify", f"--data.train={data}", "--data.text_column=sentence",
+              "--data.label_column=stars", *TINY, "--train.max_steps=5", "--resume",
+              f"--out_dir={run}")  # fmt: skip
+    assert ran.rc == 0, ran.err
+    assert (run / "data" / "dev.jsonl").read_text() == kept
