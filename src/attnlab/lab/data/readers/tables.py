@@ -76,7 +76,8 @@ def _expected(fmt: str, text_column: str, label_column: str) -> str:
     if fmt == "jsonl":
         return f'one JSON object per line, e.g. {{"{text_column}": "...", "{label_column}": "..."}}'
     sep = "," if fmt == "csv" else "<TAB>"
-    return f"a header row naming the columns ({text_column}{sep}{label_column}), then one row per sentence"
+    columns = f"{text_column}{sep}{label_column}"
+    return f"a header row naming the columns ({columns}), then one row per sentence"
 
 
 def _json_rows(fh, path: StrPath):

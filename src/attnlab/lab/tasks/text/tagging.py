@@ -137,7 +137,8 @@ class PosTask(TextTask):
                 path = self.split_paths[split]
                 raise ValueError(
                     f"{path}:{tag_line(path, unseen[0]) or '?'}: tag {unseen[0]!r} is not a tag "
-                    f"of the train file {self.split_paths['train']} (it has {', '.join(sorted(known))})"
+                    f"of the train file {self.split_paths['train']} "
+                    f"(it has {', '.join(sorted(known))})"
                 )
         return splits, tags
 
