@@ -286,8 +286,9 @@ def _data_alias(cfg: RunConfig, section: Any, given: str) -> RunConfig:
         f.name == DATA for f in dataclasses.fields(cfg.task_options)
     ):
         raise ValueError(
-            f"{given}: the {cfg.task!r} task reads no files of yours; --data.* is for the text "
-            "tasks (pos, sst2, sst5, trec, text-tag, text-classify)"
+            f"{given}: the {cfg.task!r} task reads no files of yours; --data.* is for the tasks "
+            "whose --help lists a data section (e.g. text-classify, audio-classify, "
+            "image-classify)"
         )
     if not isinstance(section, Mapping):
         raise ValueError(f"{given}: set one data setting, e.g. --data.train=FILE")

@@ -4,20 +4,25 @@ directory, the seeded cut of dev and test from train, and the splits a run keeps
 A run that read the user's files keeps its three splits in its directory (``RUN/data/``:
 ``train``, ``dev`` and ``test`` in one format of the task, and ``splits.json`` saying where each
 came from), so that ``eval``, ``predict --index`` and ``--resume`` read what the run trained on,
-even after the original files have moved or changed. Each file is written atomically and
-``splits.json`` last: a run directory holds all the splits, or none that is read.
+even after the original files have moved or changed. The cut and the kept splits are shared with
+the other modalities' own data (:mod:`attnlab.lab.data.own`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import random
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
+
+from attnlab.lab.data.own import (
+    SAVED_DIR,
+    SPLITS,
+    check_split,
+    cut_splits,
+    save_splits,
+    saved_splits,
+)
 
 __all__ = [
     "DataOptions",
@@ -28,11 +33,6 @@ __all__ = [
     "save_splits",
     "saved_splits",
 ]
-
-#: the folder of a run directory that keeps the splits read from the user's files
-SAVED_DIR = "data"
-_MANIFEST = "splits.json"
-SPLITS = ("train", "dev", "test")
 
 
 @dataclass
@@ -66,13 +66,7 @@ class DataOptions:
     label_column: str = "label"
 
     def __post_init__(self) -> None:
-        if len(self.split) != 2 or not all(0.0 <= f < 1.0 for f in self.split):
-            raise ValueError(
-                f"data.split: two fractions in [0, 1), dev then test (e.g. 0.1,0.1), "
-                f"got {self.split}"
-            )
-        if sum(self.split) >= 1.0:
-            raise ValueError(f"data.split: the dev and test fractions {self.split} leave no train")
+        check_split(self.split)
         if self.column not in ("upos", "xpos"):
             raise ValueError(f"data.column: upos or xpos, got {self.column!r}")
 
@@ -134,74 +128,3 @@ def _directory_files(folder: str) -> dict[str, str]:
             f"{', '.join(names) or 'no files'}); name the files or pass --data.train=FILE"
         )
     return out
-
-
-def cut_splits(
-    examples: Sequence, split: tuple[float, float], seed: int, cut: Sequence[str], where: str
-) -> dict[str, list]:
-    """``{"train": ..., "dev": ..., "test": ...}``: the splits named in ``cut`` drawn from
-    ``examples`` (a seeded shuffle, ``split`` = the dev and test fractions, at least one example
-    each for a fraction above 0), the rest train in file order.
-
-    Raises:
-        ValueError: too few examples to leave one for training (naming ``where``).
-    """
-    sizes = {}
-    for name, fraction in zip(("dev", "test"), split):
-        n = round(fraction * len(examples)) if name in cut else 0
-        sizes[name] = max(n, 1) if fraction > 0 and name in cut else n
-    if sum(sizes.values()) >= len(examples):
-        raise ValueError(
-            f"{where}: {len(examples)} examples are too few to cut dev and test fractions "
-            f"{split[0]},{split[1]} from and train on the rest; give --data.dev/--data.test "
-            "or a smaller --data.split"
-        )
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    dev = order[: sizes["dev"]]
-    test = order[sizes["dev"] : sizes["dev"] + sizes["test"]]
-    train = sorted(order[sizes["dev"] + sizes["test"] :])
-    return {"train": [examples[i] for i in train], "dev": [examples[i] for i in sorted(dev)],
-            "test": [examples[i] for i in sorted(test)]}  # fmt: skip
-
-
-def save_splits(
-    run_dir: str | Path,
-    splits: Mapping[str, list],
-    write: Callable[[list], str],
-    ext: str,
-    sources: Mapping[str, str],
-    data: DataOptions,
-) -> Path:
-    """Write the splits into ``run_dir/data/`` (``write`` renders a split as the file's text),
-    each file atomically, then ``splits.json`` naming them, their sizes and their ``sources``."""
-    folder = Path(run_dir) / SAVED_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    names = {split: f"{split}{ext}" for split in SPLITS}
-    for split in SPLITS:
-        _atomic_write(folder / names[split], write(list(splits.get(split) or [])))
-    manifest = {"files": names, "examples": {s: len(splits.get(s) or []) for s in SPLITS},
-                "sources": dict(sources), "options": asdict(data)}  # fmt: skip
-    _atomic_write(folder / _MANIFEST, json.dumps(manifest, indent=2) + "\n")
-    return folder
-
-
-def saved_splits(run_dir: str | Path) -> dict[str, Path] | None:
-    """``{split: file}`` of the splits a run saved (:func:`save_splits`), or None."""
-    folder = Path(run_dir) / SAVED_DIR
-    try:
-        manifest = json.loads((folder / _MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return {split: folder / name for split, name in manifest["files"].items()}
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

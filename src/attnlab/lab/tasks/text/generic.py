@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from attnlab.lab.data.own import label_order
 from attnlab.lab.data.readers import LabelledRow
 from attnlab.lab.tasks.text.files import DataOptions, as_data_options
 from attnlab.lab.tasks.text.sentences import SentenceTask
@@ -89,14 +90,4 @@ class TextClassifyTask(SentenceTask):
         return _required(opts.data, self.name, "my.csv")
 
     def train_labels(self, rows: Sequence[LabelledRow]) -> list[str]:
-        labels = {row.label for row in rows}
-        numeric = all(_is_number(label) for label in labels)
-        return sorted(labels, key=float) if numeric else sorted(labels)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+        return label_order(row.label for row in rows)

@@ -1,0 +1,139 @@
+"""What every task trained on a user's own files shares (``--data.train=...``): the seeded cut
+of dev and test from train, the order of string labels, and the splits a run keeps.
+
+A run that read the user's files keeps its three splits in its directory (``RUN/data/``:
+``train``, ``dev`` and ``test`` in one format of the task, and ``splits.json`` saying where each
+came from), so that ``eval``, ``predict --index`` and ``--resume`` read what the run trained on,
+even after the original files have moved or changed. Each file is written atomically and
+``splits.json`` last: a run directory holds all the splits, or none that is read.
+
+The text tasks (``tasks/text/files.py``), speech (``tasks/speech/files.py``) and images
+(``tasks/images/files.py``) build their ``--data.*`` options on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SAVED_DIR",
+    "SPLITS",
+    "atomic_write",
+    "check_split",
+    "cut_splits",
+    "label_order",
+    "save_splits",
+    "saved_splits",
+]
+
+#: the folder of a run directory that keeps the splits read from the user's files
+SAVED_DIR = "data"
+_MANIFEST = "splits.json"
+SPLITS = ("train", "dev", "test")
+
+
+def check_split(split: Sequence[float]) -> None:
+    """Refuse ``--data.split`` fractions that are not two in [0, 1) leaving some train."""
+    if len(split) != 2 or not all(0.0 <= f < 1.0 for f in split):
+        raise ValueError(
+            f"data.split: two fractions in [0, 1), dev then test (e.g. 0.1,0.1), got {split}"
+        )
+    if sum(split) >= 1.0:
+        raise ValueError(f"data.split: the dev and test fractions {split} leave no train")
+
+
+def cut_splits(
+    examples: Sequence, split: Sequence[float], seed: int, cut: Sequence[str], where: str
+) -> dict[str, list]:
+    """``{"train": ..., "dev": ..., "test": ...}``: the splits named in ``cut`` drawn from
+    ``examples`` (a seeded shuffle, ``split`` = the dev and test fractions, at least one example
+    each for a fraction above 0), the rest train in file order.
+
+    Raises:
+        ValueError: too few examples to leave one for training (naming ``where``).
+    """
+    sizes = {}
+    for name, fraction in zip(("dev", "test"), split):
+        n = round(fraction * len(examples)) if name in cut else 0
+        sizes[name] = max(n, 1) if fraction > 0 and name in cut else n
+    if sum(sizes.values()) >= len(examples):
+        raise ValueError(
+            f"{where}: {len(examples)} examples are too few to cut dev and test fractions "
+            f"{split[0]},{split[1]} from and train on the rest; give --data.dev/--data.test "
+            "or a smaller --data.split"
+        )
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    dev = order[: sizes["dev"]]
+    test = order[sizes["dev"] : sizes["dev"] + sizes["test"]]
+    train = sorted(order[sizes["dev"] + sizes["test"] :])
+    return {"train": [examples[i] for i in train], "dev": [examples[i] for i in sorted(dev)],
+            "test": [examples[i] for i in sorted(test)]}  # fmt: skip
+
+
+def label_order(labels: Iterable[str]) -> list[str]:
+    """The distinct ``labels`` sorted: numerically when every one is a number (``2`` before
+    ``10``), else as strings. A generic task's class ``i`` is the ``i``-th."""
+    distinct = set(labels)
+    numeric = all(_is_number(label) for label in distinct)
+    return sorted(distinct, key=float) if numeric else sorted(distinct)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def save_splits(
+    run_dir: str | Path,
+    splits: Mapping[str, list],
+    write: Callable[[list], str | bytes],
+    ext: str,
+    sources: Mapping[str, str],
+    data: Any,
+) -> Path:
+    """Write the splits into ``run_dir/data/`` (``write`` renders a split as the file's text or
+    bytes), each file atomically, then ``splits.json`` naming them, their sizes, their
+    ``sources`` and the ``data`` options (a dataclass or a mapping)."""
+    folder = Path(run_dir) / SAVED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {split: f"{split}{ext}" for split in SPLITS}
+    for split in SPLITS:
+        atomic_write(folder / names[split], write(list(splits.get(split) or [])))
+    options = dataclasses.asdict(data) if dataclasses.is_dataclass(data) else dict(data)
+    manifest = {"files": names, "examples": {s: len(splits.get(s) or []) for s in SPLITS},
+                "sources": dict(sources), "options": options}  # fmt: skip
+    atomic_write(folder / _MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return folder
+
+
+def saved_splits(run_dir: str | Path) -> dict[str, Path] | None:
+    """``{split: file}`` of the splits a run saved (:func:`save_splits`), or None."""
+    folder = Path(run_dir) / SAVED_DIR
+    try:
+        manifest = json.loads((folder / _MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {split: folder / name for split, name in manifest["files"].items()}
+
+
+def atomic_write(path: Path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8) to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content.encode("utf-8") if isinstance(content, str) else content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
