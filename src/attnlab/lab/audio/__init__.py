@@ -14,11 +14,13 @@ The tasks built on this front end are in :mod:`attnlab.lab.tasks.speech`.
 
 from attnlab.lab.audio.augment import SpecAugment
 from attnlab.lab.audio.features import LogMel, mel_filterbank, normalize_utterance, num_frames
+from attnlab.lab.audio.read import AUDIO_SUFFIXES, read_audio
 from attnlab.lab.audio.streaming import StreamingLogMel, StreamingSubsampler
 from attnlab.lab.audio.subsample import Conv2dSubsampling, subsampled_lengths
 from attnlab.lab.audio.wav import read_wav, resample, write_wav
 
 __all__ = [
+    "AUDIO_SUFFIXES",
     "Conv2dSubsampling",
     "LogMel",
     "SpecAugment",
@@ -27,6 +29,7 @@ __all__ = [
     "mel_filterbank",
     "normalize_utterance",
     "num_frames",
+    "read_audio",
     "read_wav",
     "resample",
     "subsampled_lengths",

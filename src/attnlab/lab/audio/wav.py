@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["read_wav", "resample", "write_wav"]
+__all__ = ["at_rate", "read_wav", "resample", "write_wav"]
 
 _PCM, _FLOAT, _EXTENSIBLE = 0x0001, 0x0003, 0xFFFE
 
@@ -130,7 +130,14 @@ def read_wav(
         raise ValueError(f"{name}: the WAV file holds no samples")
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{name}: the WAV file holds non-finite (NaN / inf) samples")
-    mono = x.mean(axis=1)
+    return at_rate(x.mean(axis=1), rate, name, sample_rate, min_seconds, min_rate)
+
+
+def at_rate(
+    mono: np.ndarray, rate: int, name: str, sample_rate: int, min_seconds: float, min_rate: int
+) -> Tensor:
+    """Mono samples recorded at ``rate`` as float32 at ``sample_rate``, after :func:`read_wav`'s
+    checks of the length and the rate (also used for the other formats' samples)."""
     seconds = mono.shape[0] / rate
     if seconds < min_seconds:
         raise ValueError(
@@ -156,7 +163,7 @@ def _check_low_rate(name: str, rate: int, sample_rate: int, min_rate: int) -> No
             f"recording made at {sample_rate} Hz or more"
         )
     warnings.warn(f"{name}: recorded at {rate} Hz, upsampled to {sample_rate} Hz; it has {band}",
-                  stacklevel=3)  # fmt: skip
+                  stacklevel=4)  # fmt: skip
 
 
 def resample(x: Tensor, orig_rate: int, new_rate: int) -> Tensor:

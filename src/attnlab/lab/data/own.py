@@ -20,13 +20,18 @@ import random
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+OptionsT = TypeVar("OptionsT")
 
 __all__ = [
     "SAVED_DIR",
     "SPLITS",
+    "as_options",
     "atomic_write",
+    "check_labels",
     "check_split",
+    "complete_splits",
     "cut_splits",
     "label_order",
     "save_splits",
@@ -47,6 +52,62 @@ def check_split(split: Sequence[float]) -> None:
         )
     if sum(split) >= 1.0:
         raise ValueError(f"data.split: the dev and test fractions {split} leave no train")
+
+
+def as_options(cls: type[OptionsT], value: Any) -> OptionsT:
+    """``value`` (a ``cls``, the dataclass of a task's ``data`` options, or a mapping of its
+    fields: a list ``split`` becomes a tuple) as ``cls``.
+
+    Raises:
+        ValueError: a mapping naming an option ``cls`` does not have (listing the valid ones).
+    """
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        valid = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(value) - valid)
+        if unknown:
+            raise ValueError(f"unknown data option(s) {unknown}; valid: {', '.join(sorted(valid))}")
+        value = dict(value)
+        if "split" in value:
+            value["split"] = tuple(value["split"])
+        return cls(**value)
+    raise TypeError(f"expected data options, got {type(value).__name__}")
+
+
+def complete_splits(
+    read: Mapping[str, list], files: Mapping[str, str], split: Sequence[float], seed: int
+) -> tuple[dict[str, list], dict[str, str], list[str]]:
+    """The three splits from those ``read`` from the user's ``files`` (``{split: path}``, train
+    at least): dev and test that were not given are cut from train (:func:`cut_splits`).
+
+    Returns:
+        ``(splits, sources, cut)``: the splits, where each came from (a file, or ``cut from
+        TRAIN (--data.split=..., --data.seed=...)``, for ``splits.json``) and the names of the
+        splits cut.
+    """
+    cut = [s for s in ("dev", "test") if s not in read]
+    splits = cut_splits(read["train"], split, seed, cut, files["train"])
+    splits.update({s: read[s] for s in ("dev", "test") if s in read})
+    seeded = f"(--data.split={split[0]},{split[1]}, --data.seed={seed})"
+    sources = {s: files.get(s) or f"cut from {files['train']} {seeded}" for s in SPLITS}
+    return splits, sources, cut
+
+
+def check_labels(rows: Iterable[tuple[str, str]], labels: Sequence[str], split: str) -> None:
+    """Refuse a ``(label, where)`` of a dev or test split whose label is not one of ``labels``
+    (train's), in one line naming ``where`` (a file, or ``FILE:LINE``).
+
+    Raises:
+        ValueError: the first such label.
+    """
+    known = set(labels)
+    for label, where in rows:
+        if label not in known:
+            raise ValueError(
+                f"{where}: label {label!r} of the {split} split is not one of the labels of "
+                f"the train data ({', '.join(labels)})"
+            )
 
 
 def cut_splits(

@@ -10,14 +10,16 @@ built on that are in :mod:`attnlab.lab.tasks.images`::
 
 from attnlab.lab.images.augment import RandomCropFlip, random_crop, random_hflip
 from attnlab.lab.images.idx import IdxError, read_idx, write_idx
-from attnlab.lab.images.io import load_image
+from attnlab.lab.images.io import IMAGE_SUFFIXES, load_image, resize_images
 
 __all__ = [
+    "IMAGE_SUFFIXES",
     "IdxError",
     "RandomCropFlip",
     "load_image",
     "random_crop",
     "random_hflip",
     "read_idx",
+    "resize_images",
     "write_idx",
 ]

@@ -32,6 +32,7 @@ BUILTIN_TASKS: Mapping[str, str] = {
     # speech: 10 ms frames
     "fsdd": "attnlab.lab.tasks.speech.fsdd:FsddTask",
     "phones": "attnlab.lab.tasks.speech.phones:PhonesTask",
+    "audio-classify": "attnlab.lab.tasks.speech.generic:AudioClassifyTask",  # your recordings
     # graphs: nodes, attention along edges
     "cora": "attnlab.lab.tasks.graph.task:CoraTask",
     "citeseer": "attnlab.lab.tasks.graph.task:CiteSeerTask",
@@ -45,6 +46,7 @@ BUILTIN_TASKS: Mapping[str, str] = {
     # images: pixels, patches or CNN features as vectors
     "fashion": "attnlab.lab.tasks.images.task:FashionTask",
     "digits": "attnlab.lab.tasks.images.task:DigitsTask",
+    "image-classify": "attnlab.lab.tasks.images.generic:ImageClassifyTask",  # your images
     # molecules: atoms, bonds as structure
     "freesolv": "attnlab.lab.tasks.molecules.tasks:FreeSolvTask",
     "solubility": "attnlab.lab.tasks.molecules.tasks:SolubilityTask",

@@ -163,7 +163,8 @@ def image_attention_figure(
     q = query_index(query, res.grid, res.prefix)
     probs = res.logits[0].float().softmax(-1)
     image = input.image.float() / 255.0
-    size = tuple(image.shape)
+    image = image.permute(1, 2, 0) if image.dim() == 3 else image  # RGB: (H, W, 3)
+    size = tuple(image.shape[:2])
 
     def row(a: Tensor) -> Tensor:  # (n, n) -> the query's row (or the grid's mean row)
         return a[q] if q is not None else a[res.prefix :].mean(0)

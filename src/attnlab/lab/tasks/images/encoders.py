@@ -305,10 +305,10 @@ class CNNImageEncoder(nn.Module):
     """The CNN baseline (see :class:`CNNConfig`). Shapes: ``(b, 1, H, W)`` -> pooled
     ``(b, channels[-1])``; it has no attention weights."""
 
-    def __init__(self, cfg: CNNConfig) -> None:
+    def __init__(self, cfg: CNNConfig, in_channels: int = 1) -> None:
         super().__init__()
         widths = list(cfg.channels)
-        self.features = nn.Sequential(*_stages(1, widths, 2, pools=len(widths) - 1))
+        self.features = nn.Sequential(*_stages(in_channels, widths, 2, pools=len(widths) - 1))
         self.drop = Dropout(cfg.dropout)
         self.dim = widths[-1]
 
@@ -317,17 +317,20 @@ class CNNImageEncoder(nn.Module):
         return EncodedImage(self.drop(pooled), None, (0, 0), 0)
 
 
-def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Module:
-    """The encoder ``cfg`` describes, for images of ``size = (H, W)``.
+def build_image_encoder(
+    cfg: ImageEncoderConfig, size: tuple[int, int], channels: int = 1
+) -> nn.Module:
+    """The encoder ``cfg`` describes, for images of ``size = (H, W)`` with ``channels`` channels
+    (1: greyscale, 3: RGB).
 
     Raises:
         ValueError: a patch size or downsampling that does not divide the image.
     """
     height, width = size
     if isinstance(cfg, CNNConfig):
-        return CNNImageEncoder(cfg)
+        return CNNImageEncoder(cfg, channels)
     if isinstance(cfg, PixelsConfig):
-        embed: nn.Module = nn.Conv2d(1, cfg.dim, 1)  # a linear map of each grey value
+        embed: nn.Module = nn.Conv2d(channels, cfg.dim, 1)  # a linear map of each pixel
         grid = (height, width)
     elif isinstance(cfg, PatchesConfig):
         if height % cfg.patch or width % cfg.patch:
@@ -335,7 +338,7 @@ def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Mo
                 f"model.encoder.patch={cfg.patch} does not divide the {height}x{width} images; "
                 "use a divisor (4 or 7 for 28x28, 2 or 4 for 8x8)"
             )
-        embed = nn.Conv2d(1, cfg.dim, cfg.patch, stride=cfg.patch)  # a linear map per patch
+        embed = nn.Conv2d(channels, cfg.dim, cfg.patch, stride=cfg.patch)  # a linear map per patch
         grid = (height // cfg.patch, width // cfg.patch)
     elif isinstance(cfg, HybridConfig):
         steps = int(math.log2(cfg.downsample)) if cfg.downsample > 0 else -1
@@ -345,7 +348,7 @@ def build_image_encoder(cfg: ImageEncoderConfig, size: tuple[int, int]) -> nn.Mo
                 f"{height}x{width} images"
             )
         widths = [cfg.stem * 2**i for i in range(max(steps, 1))]
-        stem = _stages(1, widths, cfg.stem_depth, pools=steps)
+        stem = _stages(channels, widths, cfg.stem_depth, pools=steps)
         if cfg.stem_tail:
             stem += _stages(widths[-1], [cfg.dim], cfg.stem_tail, pools=0)
         else:

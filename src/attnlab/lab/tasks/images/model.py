@@ -54,31 +54,34 @@ class ImageModel(nn.Module):
         size: ``(H, W)``, the image size the model was built for; other sizes are refused
             (a patch or pooling stride would silently drop the rows that do not fit, and the
             CNN would run at a scale it never saw). None: any size the encoder takes.
+        channels: ``C``, 1 (greyscale) or 3 (RGB).
 
-    Batch: ``"images"`` ``(b, 1, H, W)`` float in the model's dtype, normalised as the task's
+    Batch: ``"images"`` ``(b, C, H, W)`` float in the model's dtype, normalised as the task's
     ``normalise`` / ``collate`` make them (not uint8 pixels). ``model(batch)`` returns the
     logits ``(b, L)``; with ``need_weights=True`` an :class:`ImageOutput`.
     """
 
     def __init__(
         self, *, encoder: nn.Module, num_classes: int, augment: nn.Module | None = None,
-        head_dropout: float = 0.0, size: tuple[int, int] | None = None,
+        head_dropout: float = 0.0, size: tuple[int, int] | None = None, channels: int = 1,
     ) -> None:  # fmt: skip
         super().__init__()
+        self.channels = channels
         self.augment = augment
         self.encoder = encoder
         self.head = nn.Sequential(Dropout(head_dropout), nn.Linear(encoder.dim, num_classes))
         self.size = None if size is None else (int(size[0]), int(size[1]))
 
     def _check_images(self, x: object) -> Tensor:
-        """``x`` if it is a ``(b, 1, H, W)`` float tensor in the model's dtype (any float dtype
+        """``x`` if it is a ``(b, C, H, W)`` float tensor in the model's dtype (any float dtype
         under autocast) at the model's size; else a ``ValueError`` naming ``batch['images']``,
         the expected and the given."""
         if not isinstance(x, Tensor):
-            raise ValueError(f"batch['images']: expected a tensor (batch, 1, rows, cols), got {type(x).__name__}")  # fmt: skip
-        if x.dim() != 4 or x.shape[1] != 1:
+            raise ValueError(f"batch['images']: expected a tensor (batch, {self.channels}, rows, cols), got {type(x).__name__}")  # fmt: skip
+        if x.dim() != 4 or x.shape[1] != self.channels:
             raise ValueError(
-                f"batch['images']: expected (batch, 1, rows, cols), got {tuple(x.shape)}"
+                f"batch['images']: expected (batch, {self.channels}, rows, cols), got "
+                f"{tuple(x.shape)}"
             )
         if not x.is_floating_point():
             raise ValueError(
@@ -112,11 +115,12 @@ class ImageModel(nn.Module):
 
 
 def build_image_model(
-    cfg: ImageModelConfig, *, size: tuple[int, int], num_classes: int
+    cfg: ImageModelConfig, *, size: tuple[int, int], num_classes: int, channels: int = 1
 ) -> ImageModel:
-    """The :class:`ImageModel` ``cfg`` describes for ``size = (H, W)`` images."""
+    """The :class:`ImageModel` ``cfg`` describes for ``size = (H, W)`` images of ``channels``
+    channels (1: greyscale, 3: RGB)."""
     augment = RandomCropFlip(padding=cfg.crop, flip=cfg.flip) if (cfg.crop or cfg.flip) else None
     return ImageModel(
-        encoder=build_image_encoder(cfg.encoder, size), num_classes=num_classes,
-        augment=augment, head_dropout=cfg.head_dropout, size=size,
+        encoder=build_image_encoder(cfg.encoder, size, channels), num_classes=num_classes,
+        augment=augment, head_dropout=cfg.head_dropout, size=size, channels=channels,
     )  # fmt: skip

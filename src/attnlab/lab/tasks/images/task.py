@@ -42,7 +42,8 @@ __all__ = ["DigitsTask", "FashionTask", "ImageExample", "ImageOptions", "ImageTa
 
 
 class ImageExample(NamedTuple):
-    """One image: ``image`` ``(H, W)`` uint8, ``label`` (None for a user's file), ``name``."""
+    """One image: ``image`` ``(H, W)`` uint8 (``(3, H, W)`` for RGB), ``label`` (None for a
+    user's file), ``name``."""
 
     image: Tensor
     label: int | None
@@ -79,6 +80,7 @@ class ImageTask(Task, TaskCommands):
     unit = "img"
     classes: ClassVar[list[str]] = []
     size: ClassVar[tuple[int, int]] = (28, 28)
+    channels: ClassVar[int] = 1  # 1: greyscale (H, W) images; 3: RGB (3, H, W)
     mean: ClassVar[float] = 0.5
     std: ClassVar[float] = 0.5
     default_val_size: ClassVar[int] = 5000
@@ -131,14 +133,16 @@ class ImageTask(Task, TaskCommands):
         return self._splits
 
     def normalise(self, images: Tensor) -> Tensor:
-        """uint8 (or ``[0, 1]`` float) ``(b, H, W)`` -> normalised ``(b, 1, H, W)`` float."""
+        """uint8 (or ``[0, 1]`` float) ``(b, H, W)`` -> normalised ``(b, 1, H, W)`` float (RGB:
+        ``(b, 3, H, W)`` -> the same shape)."""
         x = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
-        return ((x - self.mean) / self.std).unsqueeze(1)
+        x = (x - self.mean) / self.std
+        return x.unsqueeze(1) if x.dim() == 3 else x
 
     def collate(self, examples: list) -> dict[str, Tensor]:
-        images = torch.stack([e.image for e in examples])  # (b, H, W)
+        images = torch.stack([e.image for e in examples])  # (b, H, W) or (b, 3, H, W)
         batch = {"images": self.normalise(images),
-                 "lengths": torch.full((len(examples),), images.shape[1] * images.shape[2])}  # fmt: skip
+                 "lengths": torch.full((len(examples),), images.shape[-2] * images.shape[-1])}  # fmt: skip
         if all(e.label is not None for e in examples):
             batch["labels"] = torch.tensor([e.label for e in examples], dtype=torch.long)
         return batch
@@ -146,7 +150,8 @@ class ImageTask(Task, TaskCommands):
     # ------------------------------------------------------------------ model, loss, metric
     def build_model(self, model_config: ImageModelConfig) -> nn.Module:
         cfg = options_as(ImageModelConfig, model_config)
-        return build_image_model(cfg, size=self.size, num_classes=len(self.classes))
+        return build_image_model(cfg, size=self.size, num_classes=len(self.classes),
+                                 channels=self.channels)  # fmt: skip
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         logits = model(batch).float()
@@ -203,7 +208,7 @@ class ImageTask(Task, TaskCommands):
     def read_image(self, path: str, *, invert: bool = False) -> ImageExample:
         """An image file at the model's size, as uint8 (:func:`attnlab.lab.images.load_image`)."""
         try:
-            x = load_image(path, self.size, invert=invert)
+            x = load_image(path, self.size, invert=invert, channels=self.channels)
         except FileNotFoundError:
             raise ValueError(
                 f"{self._label()}: expected an image file, got {path!r} (no such file)"

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.lab.audio import LogMel, normalize_utterance, read_wav
+from attnlab.lab.audio import LogMel, normalize_utterance, read_audio
 from attnlab.lab.audio.subsample import subsampled_lengths
 from attnlab.lab.tasks.base import IGNORE_INDEX, Task, classification_metrics
 from attnlab.lab.tasks.commands import TaskCommands
@@ -71,7 +71,7 @@ class SpeechTask(Task, TaskCommands):
     def frontend(self) -> LogMel:
         """The :class:`~attnlab.lab.audio.LogMel` of the model configuration."""
         fe = self.model_cfg.frontend
-        key = (fe.n_mels, fe.mfcc, fe.win_ms, fe.hop_ms)
+        key = (self.sample_rate, fe.n_mels, fe.mfcc, fe.win_ms, fe.hop_ms)
         if self._frontend is None or self._frontend[0] != key:
             module = LogMel(self.sample_rate, n_mels=fe.n_mels, win_ms=fe.win_ms,
                             hop_ms=fe.hop_ms, mfcc=fe.mfcc)  # fmt: skip
@@ -207,9 +207,9 @@ class SpeechTask(Task, TaskCommands):
 
     # ---------------------------------------------------------------- commands
     def parse_input(self, text: str) -> Utterance:
-        """A WAV file's path -> its :class:`Utterance` at the task's sample rate (another rate
-        is resampled; one below half the task's rate is refused, one between that and the
-        task's rate is upsampled with a warning: :func:`~attnlab.lab.audio.read_wav`).
+        """A WAV (or FLAC) file's path -> its :class:`Utterance` at the task's sample rate
+        (another rate is resampled; one below half the task's rate is refused, one between that
+        and the task's rate is upsampled with a warning: :func:`~attnlab.lab.audio.read_wav`).
 
         Raises:
             ValueError: no such file, a directory, or not a usable WAV file (the reason is
@@ -220,7 +220,7 @@ class SpeechTask(Task, TaskCommands):
             raise ValueError(f"{self._label()}: expected a WAV file, got {text!r} (a directory)")
         if not path.is_file():
             raise ValueError(f"{self._label()}: expected a WAV file, got {text!r} (no such file)")
-        return Utterance(read_wav(path, self.sample_rate), None, str(path))
+        return Utterance(read_audio(path, self.sample_rate), None, str(path))
 
     def encode_inputs(self, inputs: Sequence[Utterance]) -> dict[str, Tensor]:
         feats, lengths = self.features([u.audio for u in inputs])

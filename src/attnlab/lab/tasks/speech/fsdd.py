@@ -8,12 +8,16 @@ takes. Splits:
 * ``speaker:NAME`` (leave one speaker out, speaker-independent): every recording of ``NAME``
   is the test set (500); dev is held out from the other speakers. Much harder: six voices do
   not cover a seventh.
+
+``--data.train=FOLDER`` (one sub-folder of recordings per class) or ``=FILE.csv`` (path,label
+rows) trains the same model on one's own recordings instead (:mod:`.files`); ``audio-classify``
+(:mod:`.generic`) is that task without a corpus of its own.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from attnlab.lab.audio import read_wav
@@ -21,6 +25,7 @@ from attnlab.lab.data.registry import dataset_path, get_dataset
 from attnlab.lab.models import TransformerEncoderConfig
 from attnlab.lab.tasks.base import options_as
 from attnlab.lab.tasks.speech.base import SpeechTask, Utterance
+from attnlab.lab.tasks.speech.files import AudioDataOptions, OwnRecordings, as_audio_options
 from attnlab.lab.tasks.speech.model import FrontendConfig, SpeechModelConfig
 
 __all__ = ["FsddTask", "FsddOptions", "SPEAKERS"]
@@ -40,12 +45,16 @@ class FsddOptions:
         seed: seed of the dev hold-out and of ``limit``'s sample.
         limit: > 0 keeps at most this many recordings per split (a seeded sample; for quick
             runs and tests).
+        data: your own recordings instead of FSDD: a folder of class folders of .wav / .flac
+            files, or a CSV of path,label rows (split, dev_fraction and limit then do not
+            apply).
     """
 
     split: str = "default"
     dev_fraction: float = 0.1
     seed: int = 0
     limit: int = 0
+    data: AudioDataOptions = field(default_factory=AudioDataOptions)
 
 
 def _parse(stem: str) -> tuple[int, str, int]:
@@ -53,7 +62,7 @@ def _parse(stem: str) -> tuple[int, str, int]:
     return int(digit), speaker, int(take)
 
 
-class FsddTask(SpeechTask):
+class FsddTask(OwnRecordings, SpeechTask):
     """Which digit (0-9) is spoken: attention over log-mel frames (Conv2d x4), pooled."""
 
     sample_rate = 8000
@@ -117,6 +126,8 @@ class FsddTask(SpeechTask):
 
     def setup(self, options: FsddOptions) -> None:
         opts = options_as(FsddOptions, options)
+        if self.own_splits(as_audio_options(opts.data)):
+            return
         if not self.labels:
             self.labels = list(DIGITS)
         self._splits = {

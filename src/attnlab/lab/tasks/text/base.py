@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from attnlab.lab.data.own import complete_splits
 from attnlab.lab.models import (
     CharVocabulary,
     ModelConfig,
@@ -22,7 +23,6 @@ from attnlab.lab.tasks.base import Task, options_as
 from attnlab.lab.tasks.commands import TaskCommands
 from attnlab.lab.tasks.text.files import (
     DataOptions,
-    cut_splits,
     data_files,
     save_splits,
     saved_splits,
@@ -70,7 +70,7 @@ class TextTask(Task, TaskCommands):
     def file_splits(self, data: DataOptions, read: Callable[[str], list]) -> tuple[dict, list]:
         """The raw splits of the user's files (``read`` reads one), or of the copy the run kept
         (:meth:`load_run_data`): dev and test cut from train when not given
-        (:func:`~attnlab.lab.tasks.text.files.cut_splits`).
+        (:func:`~attnlab.lab.data.own.complete_splits`).
 
         Returns:
             ``(splits, from_train)``: the splits, and the names of those that came from the
@@ -82,11 +82,7 @@ class TextTask(Task, TaskCommands):
         files = data_files(data)
         self.split_paths = {s: files.get(s, files["train"]) for s in ("train", "dev", "test")}
         raw = {split: read(path) for split, path in files.items()}
-        cut = [s for s in ("dev", "test") if s not in raw]
-        splits = cut_splits(raw["train"], data.split, data.seed, cut, files["train"])
-        splits.update({s: raw[s] for s in ("dev", "test") if s in raw})
-        seeded = f"(--data.split={data.split[0]},{data.split[1]}, --data.seed={data.seed})"
-        sources = {s: files.get(s) or f"cut from {files['train']} {seeded}" for s in splits}
+        splits, sources, cut = complete_splits(raw, files, data.split, data.seed)
         self._files = (data, sources)
         self.reading = data.reading()
         return splits, ["train", *cut]

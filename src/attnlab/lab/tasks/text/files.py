@@ -11,13 +11,13 @@ the other modalities' own data (:mod:`attnlab.lab.data.own`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from attnlab.lab.data.own import (
     SAVED_DIR,
     SPLITS,
+    as_options,
     check_split,
     cut_splits,
     save_splits,
@@ -78,18 +78,7 @@ class DataOptions:
 
 def as_data_options(value: Any) -> DataOptions:
     """``value`` (a :class:`DataOptions` or a mapping of its fields) as :class:`DataOptions`."""
-    if isinstance(value, DataOptions):
-        return value
-    if isinstance(value, Mapping):
-        valid = {f.name for f in fields(DataOptions)}
-        unknown = sorted(set(value) - valid)
-        if unknown:
-            raise ValueError(f"unknown data option(s) {unknown}; valid: {', '.join(sorted(valid))}")
-        value = dict(value)
-        if "split" in value:
-            value["split"] = tuple(value["split"])
-        return DataOptions(**value)
-    raise TypeError(f"expected data options, got {type(value).__name__}")
+    return as_options(DataOptions, value)
 
 
 def data_files(data: DataOptions) -> dict[str, str]:
