@@ -33,6 +33,7 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "fsdd": "attnlab.lab.tasks.speech.fsdd:FsddTask",
     "phones": "attnlab.lab.tasks.speech.phones:PhonesTask",
     "audio-classify": "attnlab.lab.tasks.speech.generic:AudioClassifyTask",  # your recordings
+    "audio-frames": "attnlab.lab.tasks.speech.frames:AudioFramesTask",  # aligned recordings
     # graphs: nodes, attention along edges
     "cora": "attnlab.lab.tasks.graph.task:CoraTask",
     "citeseer": "attnlab.lab.tasks.graph.task:CiteSeerTask",

@@ -35,7 +35,7 @@ from attnlab.lab.data.own import (
 )
 from attnlab.lab.tasks.speech.base import Utterance
 
-__all__ = ["AudioDataOptions", "OwnRecordings", "Recording", "as_audio_options",
+__all__ = ["AudioDataOptions", "KeptSpeechData", "OwnRecordings", "Recording", "as_audio_options",
            "list_recordings", "render_recordings"]  # fmt: skip
 
 
@@ -149,13 +149,42 @@ def render_recordings(rows: list[tuple[str, str]]) -> str:
     return buf.getvalue()
 
 
-class OwnRecordings:
-    """What a speech classification task (N -> 1, a :class:`~.base.SpeechTask`) adds to read
-    the user's recordings: :meth:`own_splits` in its ``setup``, the run's kept splits, the
-    sample rate in its state. Labels are train's (:func:`~attnlab.lab.data.own.label_order`)."""
+class KeptSpeechData:
+    """What a speech task on the user's recordings keeps: the run's splits (``RUN/data/``, each
+    rendered by :meth:`render_kept` as a ``kept_ext`` file) and its sample rate (in the task's
+    state, beside the labels), for a :class:`~.base.SpeechTask` subclass."""
 
+    kept_ext = ".csv"
     _saved: dict[str, Path] | None = None  # the splits the run kept (load_run_data)
-    _kept: tuple[AudioDataOptions, dict[str, str]] | None = None  # what save_run_data names
+    _kept: tuple[Any, dict[str, str]] | None = None  # (the data options, the splits' sources)
+
+    def render_kept(self, split: list) -> str:
+        """A split as the text of the file the run keeps."""
+        raise NotImplementedError
+
+    def load_run_data(self, run_dir: str | Path) -> None:
+        """Read the splits from what the run ``run_dir`` kept of the user's files, if it did."""
+        self._saved = saved_splits(run_dir)
+
+    def save_run_data(self, run_dir: str | Path) -> None:
+        """Keep the splits read from the user's recordings in ``run_dir/data/``."""
+        if self._kept is not None:
+            data, sources = self._kept
+            save_splits(run_dir, self._splits, self.render_kept, self.kept_ext, sources, data)  # type: ignore[attr-defined]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "sample_rate": self.sample_rate}  # type: ignore[misc]
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)  # type: ignore[misc]
+        self.sample_rate = int(state.get("sample_rate", type(self).sample_rate))  # type: ignore[attr-defined]
+
+
+class OwnRecordings(KeptSpeechData):
+    """What a speech classification task (N -> 1, a :class:`~.base.SpeechTask`) adds to read
+    the user's recordings: :meth:`own_splits` in its ``setup``, the run's kept splits (CSV of
+    absolute paths and labels), the sample rate in its state. Labels are train's
+    (:func:`~attnlab.lab.data.own.label_order`)."""
 
     def own_splits(self, data: AudioDataOptions) -> bool:
         """Read the user's recordings (or the run's kept splits) into the task's splits, if
@@ -182,23 +211,6 @@ class OwnRecordings:
         }  # fmt: skip
         return True
 
-    def load_run_data(self, run_dir: str | Path) -> None:
-        """Read the splits from what the run ``run_dir`` kept of the user's files, if it did."""
-        self._saved = saved_splits(run_dir)
-
-    def save_run_data(self, run_dir: str | Path) -> None:
-        """Keep the paths and labels of the splits read from the user's recordings."""
-        if self._kept is not None:
-            data, sources = self._kept
-
-            def render(split: list[Utterance]) -> str:
-                return render_recordings([(u.name, self.labels[u.label]) for u in split])
-
-            save_splits(run_dir, self._splits, render, ".csv", sources, data)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "sample_rate": self.sample_rate}  # type: ignore[misc]
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)  # type: ignore[misc]
-        self.sample_rate = int(state.get("sample_rate", type(self).sample_rate))
+    def render_kept(self, split: list[Utterance]) -> str:
+        """Absolute paths and labels as CSV rows."""
+        return render_recordings([(u.name, self.labels[u.label]) for u in split])

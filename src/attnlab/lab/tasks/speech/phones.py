@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab.lab.audio import read_wav
+from attnlab.lab.audio import read_audio
 from attnlab.lab.models import TransformerEncoderConfig
 from attnlab.lab.speechgen import (
     PHONES,
@@ -173,7 +173,7 @@ class PhonesTask(SpeechTask):
         key = (wav, self._frontend[0])
         feats = self._cache.get(key)
         if feats is None:
-            feats = self._cache[key] = front(read_wav(wav, self.sample_rate))[0]
+            feats = self._cache[key] = front(read_audio(wav, self.sample_rate))[0]
         return feats
 
     def _raw_batch(self, examples: Sequence[PhoneUtterance]) -> tuple[Tensor, Tensor]:
