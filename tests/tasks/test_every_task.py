@@ -53,6 +53,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "fashion": (["--task_options.train_size=20"], "fashion"),
     "fsdd": (["--task_options.limit=8"], "mirror"),
     "audio-classify": ([f"--data.train={DATA / 'recordings'}", "--data.sample_rate=8000"], ""),
+    "audio-frames": ([f"--data.train={DATA / 'recordings'}", "--data.sample_rate=8000"], ""),
     "phones": (["--task_options.sentences=6"], "festival"),
     "freesolv": ([], "mirror"),
     "solubility": ([], "mirror"),
