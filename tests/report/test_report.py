@@ -55,6 +55,18 @@ def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(s
     assert "attnlab report --budget smoke --claims 1" in md
 
 
+def test_claim_3_lists_its_pairs_and_every_pos_job_measures_them(smoke):
+    md, page = (smoke / "report.md").read_text(), (smoke / "report.html").read_text()
+    assert "## 3. self-attention uses the whole sentence" in md
+    for text in (md, page):
+        assert "<details><summary>the 44 minimal pairs" in text
+        assert "I know that old man sings ." in text
+    pos = [r for r in read_results(smoke / "results.jsonl") if r.task == "pos"]
+    assert pos and all(0 <= r.metrics["minimal_pairs"]["pair_accuracy"] <= 1 for r in pos)
+    window = [r for r in pos if "--model.encoder.context=3" in r.options]
+    assert window and all(r.metrics["minimal_pairs"]["same_tag"] == 1.0 for r in window)
+
+
 def test_a_rerun_runs_nothing_and_writes_the_same_page(smoke, capsys, monkeypatch):
     before = (smoke / "report.md").read_text()
     monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))

@@ -40,6 +40,8 @@ class Section:
     notes: list[str] = field(default_factory=list)
     plot: Any = None  # a matplotlib Figure, or None
     commands: list[str] = field(default_factory=list)
+    #: a table shown collapsed under the comparisons: its title, header and rows (or None)
+    details: tuple[str, list[str], list[list[str]]] | None = None
 
 
 class Claim:

@@ -136,6 +136,12 @@ def _markdown(done: Sequence[Section], results: Sequence[JobResult], budget: Bud
         lines += ["", "**Comparisons.**", ""]
         lines += [f"- {name}: {v.value}" + (f" ({c})" if c else "") for name, v, c in s.comparisons]
         lines += [f"- {n}" for n in s.notes]
+        if s.details:
+            title, head, cells = s.details
+            lines += ["", f"<details><summary>{html.escape(title)}</summary>", "",
+                      "| " + " | ".join(head) + " |", "|---" * len(head) + "|",
+                      *("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+                        for row in cells), "", "</details>"]  # fmt: skip
         lines += ["", "**Provenance.**", ""] + [f"- {p}" for p in _provenance(mine)]
         lines += ["", "**Reproduce.**", "", "```bash", *s.commands, "```"]
     return "\n".join(lines) + "\n"
@@ -196,7 +202,15 @@ def _html(done: Sequence[Section], results: Sequence[JobResult], budget: Budget)
         parts += [f"<li>{e(name)}: {_verdict(v)}{' ' + e(str(c)) if c else ''}</li>"
                   for name, v, c in s.comparisons]  # fmt: skip
         parts += [f"<li>{e(n)}</li>" for n in s.notes]
-        parts.append("</ul><p><b>Provenance.</b></p><ul class='muted'>")
+        parts.append("</ul>")
+        if s.details:
+            title, head, cells = s.details
+            parts.append(f"<details><summary>{e(title)}</summary><table><tr>"
+                         + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+                         + "".join("<tr>" + "".join(f"<td style='text-align:left'>{e(c)}</td>"
+                                                    for c in row) + "</tr>" for row in cells)
+                         + "</table></details>")  # fmt: skip
+        parts.append("<p><b>Provenance.</b></p><ul class='muted'>")
         parts += [f"<li>{e(p)}</li>" for p in _provenance(_results_of(s, results))]
         parts.append(f"</ul><p><b>Reproduce.</b></p><pre>{e(chr(10).join(s.commands))}</pre>")
     parts.append("</body></html>")

@@ -192,6 +192,7 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.cli import main
     from attnlab.lab.train import RunError
 
+    from .minimal_pairs import pair_scores
     from .probes import head_divergence
 
     run = job_dir(out, job)
@@ -212,6 +213,8 @@ def run_one(job: Job, out: Path) -> None:
     extra = {}
     if job.task == "pos" and "--model.encoder.kind=fc" not in job.options:  # claim 6's measure
         extra["head_js"] = head_divergence(run)
+    if job.task == "pos":  # claim 3's test: the long-range minimal pairs
+        extra["minimal_pairs"] = pair_scores(run)
     write_result(out, job, wall, _provenance(job), extra)
 
 
