@@ -92,7 +92,9 @@ def _analyse(claim: LongRange, sa: list[float], window_same=(1.0, 1.0), extra=No
 def test_the_verdict_follows_the_rule():
     claim = CLAIMS["self-attention uses the whole sentence"]
     assert select(["long-range"]) == [claim] and claim.number == 3
-    assert _analyse(claim, [0.90, 0.93]).verdict is Verdict.HELD
+    held = _analyse(claim, [0.90, 0.93])
+    assert held.verdict is Verdict.HELD
+    assert any("seed 1: 93.0% pairs" in n and "that 22/22" in n for n in held.notes)
     assert _analyse(claim, [0.50, 0.60]).verdict is Verdict.NOT_HELD
     assert _analyse(claim, [0.70, 0.95]).verdict is Verdict.INCONCLUSIVE  # straddles 0.80
     assert _analyse(claim, [0.95]).verdict is Verdict.INCONCLUSIVE  # one seed

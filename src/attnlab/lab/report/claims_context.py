@@ -96,11 +96,7 @@ class LongRange(Claim):
             else:
                 parts.append((name, *Better(self.THRESHOLD)(sa, fc3)))
         for label, rs in results.items():
-            if measured(rs):
-                per_seed = ", ".join(f"seed {r.seed}: {100 * v:.1f}% pairs, {100 * s:.1f}% "
-                                     f"sentences" for r, v, s in
-                                     zip(rs, measured(rs), measured(rs, "accuracy")))  # fmt: skip
-                notes.append(f"{label}: {per_seed}")
+            notes += _per_seed(label, [r for r in rs if r.metrics.get("minimal_pairs")])
         return self._section(results, parts, notes=notes, details=pair_table())
 
     def _window_at_chance(self, window: list[JobResult]):
@@ -109,3 +105,20 @@ class LongRange(Claim):
         if not window or len(same) < len(window):
             return name, Verdict.PENDING, None
         return name, (Verdict.HELD if min(same) == 1.0 else Verdict.NOT_HELD), None
+
+
+def _per_seed(label: str, rs: list[JobResult]) -> list[str]:
+    """Notes: each seed's pair and sentence accuracy, and the pairs right per cue (family)."""
+    if not rs:
+        return []
+    scores = [r.metrics["minimal_pairs"] for r in rs]
+    seeds = ", ".join(f"seed {r.seed}: {100 * m['pair_accuracy']:.1f}% pairs, "
+                      f"{100 * m['accuracy']:.1f}% sentences" for r, m in zip(rs, scores))  # fmt: skip
+    right: dict[str, list[int]] = {}
+    for m in scores:
+        wrong = set(m.get("wrong", ()))
+        for i, p in enumerate(pairs()):
+            right.setdefault(p.family, [0, 0])[0] += i not in wrong
+            right[p.family][1] += 1
+    cues = ", ".join(f"{cue} {n}/{of}" for cue, (n, of) in right.items())
+    return [f"{label}: {seeds}; pairs right per cue, all seeds: {cues}"]
