@@ -60,7 +60,7 @@ def test_claim_3_lists_its_pairs_and_every_pos_job_measures_them(smoke):
     assert "## 3. self-attention uses the whole sentence" in md
     for text in (md, page):
         assert "<details><summary>the 44 minimal pairs" in text
-        assert "I know that old man sings ." in text
+        assert "I know that cold water helps ." in text
     pos = [r for r in read_results(smoke / "results.jsonl") if r.task == "pos"]
     assert pos and all(0 <= r.metrics["minimal_pairs"]["pair_accuracy"] <= 1 for r in pos)
     window = [r for r in pos if "--model.encoder.context=3" in r.options]

@@ -45,12 +45,12 @@ class LongRange(Claim):
     setup = (f"pos (Brown, universal tags), tested on {len(pairs())} long-range minimal pairs "
              "written for this report (listed below): two sentences that differ in one word "
              f"only, {MIN_DISTANCE} or more tokens from an ambiguous word whose tag differs "
-             "between them, its -1 and +1 neighbours the same in both (\"I know that old man "
-             "sings .\" / \"I know that old man well .\": that is ADP, then DET). The FC window "
-             "of 3 and the self-attention tagger train on pos train only; the self-attention "
-             "recipe tested is the one of best mean dev accuracy, never chosen on the pairs. "
-             "Pair accuracy: the share of pairs whose two sentences are both tagged right at the "
-             "ambiguous word.")  # fmt: skip
+             "between them, its -1 and +1 neighbours the same in both (\"I know that cold "
+             "water helps .\" / \"I know that cold water well .\": that is ADP, then DET). The "
+             "FC window of 3 and the self-attention tagger train on pos train only; the "
+             "self-attention recipe tested is the one of best mean dev accuracy, never chosen on "
+             "the pairs. Pair accuracy: the share of pairs whose two sentences are both tagged "
+             "right at the ambiguous word.")  # fmt: skip
     THRESHOLD = 0.80
     rule = ("the window of 3 is at chance: on every seed it gives both sentences of every pair "
             "the same tag (pair accuracy 0; held or did not hold, a check of the construction); "
@@ -112,8 +112,11 @@ def _per_seed(label: str, rs: list[JobResult]) -> list[str]:
     if not rs:
         return []
     scores = [r.metrics["minimal_pairs"] for r in rs]
-    seeds = ", ".join(f"seed {r.seed}: {100 * m['pair_accuracy']:.1f}% pairs, "
-                      f"{100 * m['accuracy']:.1f}% sentences" for r, m in zip(rs, scores))  # fmt: skip
+    seeds = ", ".join(
+        f"seed {r.seed}: {100 * m['pair_accuracy']:.1f}% pairs, "
+        f"{100 * m['accuracy']:.1f}% sentences"
+        for r, m in zip(rs, scores)
+    )
     right: dict[str, list[int]] = {}
     for m in scores:
         wrong = set(m.get("wrong", ()))

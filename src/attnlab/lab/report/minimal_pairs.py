@@ -57,8 +57,8 @@ def parse(text: str, where: str = "minimal_pairs.tsv") -> list[Pair]:
             out.append(Pair(family, int(index), tuple(a.split()), tag_a, tuple(b.split()), tag_b,
                             n))  # fmt: skip
         except ValueError:
-            raise ValueError(f"{where}:{n}: expected 6 tab-separated fields "
-                             f"(family, index, tag_a, sentence_a, tag_b, sentence_b)") from None  # fmt: skip
+            fields = "family, index, tag_a, sentence_a, tag_b, sentence_b"
+            raise ValueError(f"{where}:{n}: expected 6 tab-separated fields ({fields})") from None
     return out
 
 
