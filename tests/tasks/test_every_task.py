@@ -47,9 +47,11 @@ TINY: dict[str, tuple[list[str], str]] = {
     "recall": (GENERATED, ""),
     "positions": (GENERATED, ""),
     "g2p": ([f"--task_options.dict_file={DATA / 'cmudict.tiny.dict'}"], ""),
+    "seq2seq": ([f"--data.train={DATA / 'own_pairs.tsv'}", "--data.tokenizer=whitespace"], ""),
     "digits": (["--task_options.train_size=50"], ""),
     "image-classify": ([f"--data.train={DATA / 'own_images.npz'}", "--data.size=8"], ""),
     "karate": ([], ""),
+    "node-classify": ([f"--data.nodes={DATA / 'own_graph.npz'}"], ""),
     "fashion": (["--task_options.train_size=20"], "fashion"),
     "fsdd": (["--task_options.limit=8"], "mirror"),
     "audio-classify": ([f"--data.train={DATA / 'recordings'}", "--data.sample_rate=8000"], ""),
@@ -57,6 +59,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "phones": (["--task_options.sentences=6"], "festival"),
     "freesolv": ([], "mirror"),
     "solubility": ([], "mirror"),
+    "molecule-property": ([f"--data.train={DATA / 'own_molecules.csv'}"], ""),
     "cora": ([], "mirror"),
     "citeseer": ([], "mirror"),
 }  # fmt: skip
@@ -66,6 +69,8 @@ TINY: dict[str, tuple[list[str], str]] = {
 FOR_KERNELS = {
     "freesolv": ["--model.structure=none"],
     "solubility": ["--model.structure=none"],
+    "molecule-property": ["--model.structure=none"],
+    "node-classify": ["--model.kind=full_lappe"],
     "cora": ["--model.kind=full_lappe"],
     "citeseer": ["--model.kind=full_lappe"],
     "karate": ["--model.kind=full_lappe"],

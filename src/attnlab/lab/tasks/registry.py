@@ -38,8 +38,10 @@ BUILTIN_TASKS: Mapping[str, str] = {
     "cora": "attnlab.lab.tasks.graph.task:CoraTask",
     "citeseer": "attnlab.lab.tasks.graph.task:CiteSeerTask",
     "karate": "attnlab.lab.tasks.graph.task:KarateTask",
+    "node-classify": "attnlab.lab.tasks.graph.generic:NodeClassifyTask",  # your graph
     # sequence to sequence: letters in, phones out (N -> M)
     "g2p": "attnlab.lab.tasks.seq2seq.task:G2PTask",
+    "seq2seq": "attnlab.lab.tasks.seq2seq.generic:Seq2SeqTask",  # your source TAB target pairs
     # long sequences: generated, N -> 1
     "listops": "attnlab.lab.tasks.longrange.task:ListOpsTask",
     "recall": "attnlab.lab.tasks.longrange.task:RecallTask",
@@ -51,6 +53,7 @@ BUILTIN_TASKS: Mapping[str, str] = {
     # molecules: atoms, bonds as structure
     "freesolv": "attnlab.lab.tasks.molecules.tasks:FreeSolvTask",
     "solubility": "attnlab.lab.tasks.molecules.tasks:SolubilityTask",
+    "molecule-property": "attnlab.lab.tasks.molecules.generic:MoleculePropertyTask",  # your CSV
 }
 
 

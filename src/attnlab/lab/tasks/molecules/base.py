@@ -232,6 +232,11 @@ class MoleculeTask(Task, TaskCommands):
         return [{"smiles": x.smiles, self.property_name: round(float(p), 4)}
                 for x, p in zip(inputs, pred)]  # fmt: skip
 
+    def describe_prediction(self, prediction: Tensor) -> str:
+        """The model's output for one molecule (standardised) as words, for pictures."""
+        value = float(prediction) * self.std + (self.mean or 0.0)
+        return f"predicted {self.property_name}: {value:.2f} {self.units}".strip()
+
     def format_text(self, record: Mapping[str, Any]) -> str:
         value = record[self.property_name]
         return f"{record['smiles']}\t{value:.3f} {self.units}".rstrip()
@@ -295,8 +300,7 @@ class MoleculeTask(Task, TaskCommands):
             shade, shade_label = out_.head_weights[0].float(), "pooling attention"
         else:
             shade, shade_label = matrix.mean(0), f"attention received ({which})"
-        value = float(out_.prediction[0]) * self.std + (self.mean or 0.0)
-        title = f"{title}\npredicted {self.property_name}: {value:.2f} {self.units}".strip()
+        title = f"{title}\n{self.describe_prediction(out_.prediction[0])}".strip()
         from attnlab.lab.tasks.molecules.view import masked_pairs
 
         masked = masked_pairs(self, input.mol)

@@ -125,7 +125,7 @@ class DistanceBias(nn.Module):
 
 
 class MoleculeOutput(NamedTuple):
-    prediction: Tensor  # (b,) the (standardised) property
+    prediction: Tensor  # (b,) the (standardised) property; (b, C) class logits
     weights: list[Tensor] | None  # per layer (b, h, i, j)
     head_weights: Tensor | None  # (b, n) attention pooling weights; None for mean / max
 
@@ -137,6 +137,8 @@ class MoleculeModel(nn.Module):
         in_features: width ``F`` of the atom vectors
             (:data:`~attnlab.lab.chem.NUM_ATOM_FEATURES`).
         config: a :class:`MoleculeModelConfig`.
+        outputs: 1 (a property: the prediction is ``(b,)``) or the number of classes ``C``
+            (the prediction is ``(b, C)`` logits).
 
     Batch: ``"atoms"`` ``(b, n, F)`` float, ``"distances"`` ``(b, n, n)`` int64 (padded with
     ``UNREACHABLE``), ``"lengths"`` ``(b,)``; other keys are ignored.
@@ -145,7 +147,7 @@ class MoleculeModel(nn.Module):
     :class:`MoleculeOutput` with the attention weights. Padded atoms never change the result.
     """
 
-    def __init__(self, in_features: int, config: MoleculeModelConfig) -> None:
+    def __init__(self, in_features: int, config: MoleculeModelConfig, outputs: int = 1) -> None:
         super().__init__()
         self.config = c = config
         self.embed = nn.Linear(in_features, c.dim)
@@ -153,7 +155,7 @@ class MoleculeModel(nn.Module):
         self.distance_bias = DistanceBias(c.heads, c.max_distance) if c.structure == "spd" else None
         self.pool = POOLINGS.get(c.pooling)(c.dim)
         self.out = nn.Sequential(
-            nn.Linear(c.dim, c.dim), nn.GELU(), Dropout(c.dropout), nn.Linear(c.dim, 1)
+            nn.Linear(c.dim, c.dim), nn.GELU(), Dropout(c.dropout), nn.Linear(c.dim, outputs)
         )
 
     def attention_mask(self, distances: Tensor, lengths: Tensor) -> masks.Mask:
@@ -182,7 +184,9 @@ class MoleculeModel(nn.Module):
         pooled, pool_weights = self.pool(x, lengths)  # (b, dim), (b, n) | None
         if self.config.extensive:
             pooled = pooled * (lengths.unsqueeze(-1).to(pooled.dtype) / TYPICAL_ATOMS)
-        prediction = self.out(pooled).squeeze(-1)  # (b,)
+        prediction = self.out(pooled)  # (b, outputs)
+        if prediction.shape[-1] == 1:
+            prediction = prediction.squeeze(-1)  # (b,)
         if need_weights:
             return MoleculeOutput(prediction, weights, pool_weights)
         return prediction

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from attnlab.lab.chem import read_csv, read_sdf
 from attnlab.lab.data.registry import dataset_path
 from attnlab.lab.tasks.base import options_as
-from attnlab.lab.tasks.molecules.base import MoleculeTask
 from attnlab.lab.tasks.molecules.data import MoleculeExample, examples_of, split_records
+from attnlab.lab.tasks.molecules.files import MoleculeDataOptions, as_molecule_options
+from attnlab.lab.tasks.molecules.own import MoleculeFilesTask
 
 __all__ = ["FreeSolvTask", "FreeSolvOptions", "SolubilityTask", "SolubilityOptions"]
 
@@ -27,6 +28,8 @@ class FreeSolvOptions:
         skip_invalid: list and skip records RDKit refuses instead of stopping.
         file: a local CSV (columns ``smiles``, ``expt``, optional ``calc``) instead of the
             registered dataset; it is split the same way.
+        data: your own CSVs of SMILES and values (regression; the target column expt unless
+            named): train, and dev / test or a cut of train, instead of FreeSolv.
     """
 
     split: Literal["random", "scaffold"] = "random"
@@ -34,9 +37,12 @@ class FreeSolvOptions:
     explicit_h: bool = False
     skip_invalid: bool = False
     file: str = ""
+    data: MoleculeDataOptions = field(
+        default_factory=lambda: MoleculeDataOptions(target_column="expt")
+    )
 
 
-class FreeSolvTask(MoleculeTask):
+class FreeSolvTask(MoleculeFilesTask):
     """Hydration free energy of 642 molecules, kcal/mol (N -> 1), RMSE; FreeSolv.
 
     FreeSolv (Mobley & Guthrie 2014): experimental values; the physics ``calc`` column
@@ -60,6 +66,8 @@ class FreeSolvTask(MoleculeTask):
 
     def setup(self, options: FreeSolvOptions) -> None:
         opts = options_as(FreeSolvOptions, options)
+        if self.read_own(as_molecule_options(opts.data), opts.explicit_h, kind="regression"):
+            return
         path = opts.file or dataset_path("freesolv", "data")
         records = self._read(path, opts.skip_invalid)
         parts = split_records(records, opts.split, seed=opts.seed)
@@ -86,6 +94,8 @@ class SolubilityOptions:
         skip_invalid: list and skip records RDKit refuses instead of stopping.
         train_file: a local SDF (property ``SOL``) instead of the registered train file.
         test_file: a local SDF instead of the registered test file.
+        data: your own CSVs of SMILES and values (regression): train, and dev / test or a cut
+            of train, instead of the Huuskonen files.
     """
 
     dev_fraction: float = 0.1
@@ -94,9 +104,10 @@ class SolubilityOptions:
     skip_invalid: bool = False
     train_file: str = ""
     test_file: str = ""
+    data: MoleculeDataOptions = field(default_factory=MoleculeDataOptions)
 
 
-class SolubilityTask(MoleculeTask):
+class SolubilityTask(MoleculeFilesTask):
     """Aqueous solubility log S of 1,025 / 257 molecules (N -> 1), RMSE; Huuskonen.
 
     Huuskonen (2000), S in mol/L, its own train / test split as RDKit ships them."""
@@ -111,6 +122,8 @@ class SolubilityTask(MoleculeTask):
 
     def setup(self, options: SolubilityOptions) -> None:
         opts = options_as(SolubilityOptions, options)
+        if self.read_own(as_molecule_options(opts.data), opts.explicit_h, kind="regression"):
+            return
         if not 0.0 <= opts.dev_fraction < 1.0:
             raise ValueError(
                 f"task_options.dev_fraction: expected a number in [0, 1), got {opts.dev_fraction}"

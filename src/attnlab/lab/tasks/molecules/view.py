@@ -50,12 +50,11 @@ def molecule_view(task: Any, model: nn.Module, input: Any, *, title: str = "") -
              for b in mol.GetBonds()]  # fmt: skip
     symbols = [a.GetSymbol() for a in mol.GetAtoms()]
     masked = masked_pairs(task, mol)
-    value = float(out.prediction[0]) * task.std + (task.mean or 0.0)
     readout = None if out.head_weights is None else out.head_weights[0].float().tolist()
     return AttentionView(
         Attention("self-attention", weights, atom_labels(symbols), masked=masked),
         title=title or input.smiles,
-        prediction=f"predicted {task.property_name}: {value:.2f} {task.units}",
+        prediction=task.describe_prediction(out.prediction[0]),
         modality=Modality(
             "molecule", {"atoms": symbols, "xy": xy, "bonds": bonds, "readout": readout}
         ),  # fmt: skip

@@ -102,6 +102,7 @@ class G2PTask(Task, TaskCommands):
     metric_name = "per"
     higher_is_better = False
     unit = "tok"
+    max_output = MAX_OUTPUT  # the most tokens decoded for one input
 
     def __init__(self) -> None:
         self.letters: list[str] = []
@@ -223,7 +224,7 @@ class G2PTask(Task, TaskCommands):
     ) -> list[list[Hypothesis]]:
         """Per word, its hypotheses best first (one when ``beam`` is 1: greedy)."""
         memory = model.encode(src, lengths)
-        limits = max_output_lengths(lengths, cap=MAX_OUTPUT)
+        limits = max_output_lengths(lengths, cap=self.max_output)
         if beam == 1:
             return [[h] for h in greedy_decode(model, memory, bos=BOS, eos=EOS, max_lengths=limits)]
         return beam_search(model, memory, bos=BOS, eos=EOS, max_lengths=limits, beam=beam)
@@ -340,7 +341,7 @@ class G2PTask(Task, TaskCommands):
         model.eval()
         batch = self.encode_words([input])
         memory = model.encode(batch["src"], batch["lengths"])
-        limits = max_output_lengths(batch["lengths"], cap=MAX_OUTPUT)
+        limits = max_output_lengths(batch["lengths"], cap=self.max_output)
         hyp = greedy_decode(model, memory, bos=BOS, eos=EOS, max_lengths=limits)[0]
         tgt_in = torch.tensor([[BOS, *hyp.tokens[:-1]]])
         out = model.decode(memory, tgt_in, use_cache=False, need_weights=True)
@@ -361,7 +362,7 @@ class G2PTask(Task, TaskCommands):
         try:
             with recording(model) as enc_calls:
                 memory = model.encode(batch["src"], batch["lengths"])
-            limits = max_output_lengths(batch["lengths"], cap=MAX_OUTPUT)
+            limits = max_output_lengths(batch["lengths"], cap=self.max_output)
             hyp = greedy_decode(model, memory, bos=BOS, eos=EOS, max_lengths=limits)[0]
             tgt_in = torch.tensor([[BOS, *hyp.tokens[:-1]]])
             with recording(model) as dec_calls:
@@ -379,9 +380,17 @@ class G2PTask(Task, TaskCommands):
             for fam in enc:
                 fam.queries = fam.keys = letters
             found = sorted(dec, key=lambda f: f.name != "cross-attention") + enc
+        return AttentionView(found, title=title or self.input_text(input),
+                             prediction=self.prediction_line(model, input))  # fmt: skip
+
+    def input_text(self, input: str) -> str:
+        """An input as people read it (a title)."""
+        return input
+
+    def prediction_line(self, model: nn.Module, input: str) -> str:
+        """The greedy output of ``input`` as one line (``word -> PH ON ES``)."""
         record = self.predict(model, [input])[0]
-        return AttentionView(found, title=title or input,
-                             prediction=f"{input} -> {' '.join(record['phones'])}")  # fmt: skip
+        return f"{input} -> {' '.join(record['phones'])}"
 
     def read_examples(self, path: str | Path) -> list:
         """Words and pronunciations of a file in ``cmudict.dict`` format (one example per
