@@ -124,8 +124,8 @@ def eval_command(
         split: ``train``, ``dev`` or ``test``.
         device: ``auto`` / ``cpu`` / ``cuda``; None: the run's ``train.device``.
     """
-    if data is not None and not Path(data).is_file():
-        raise FileNotFoundError(f"--data: no such file {data}")
+    if data is not None and not Path(data).exists():  # a file, or a folder of class folders
+        raise FileNotFoundError(f"--data: no such file or folder {data}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: CUDA is not available here; use cpu or auto")
     paths = [checkpoint] if isinstance(checkpoint, str | Path) else list(checkpoint)

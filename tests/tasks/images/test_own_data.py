@@ -118,6 +118,9 @@ def test_image_classify_round_trip_from_the_run_alone(cli, tmp_path):
 
     ran = cli("eval", run, "--split", "test")
     assert ran.rc == 0 and ran.out.startswith("image-classify test split: {"), ran.err
+    more = class_folders(tmp_path / "more", n=2)
+    ran = cli("eval", run, "--data", more)  # a folder of the run's classes, at the run's size
+    assert ran.rc == 0 and ran.out.startswith(f"{more}: "), ran.err
     ran = cli("predict", run, probe, "--index", "1", "--json")
     assert ran.rc == 0, ran.err
     records = [json.loads(line) for line in ran.out.splitlines()]

@@ -119,6 +119,8 @@ def test_audio_classify_round_trip_from_the_run_alone(cli, tmp_path):
 
     ran = cli("eval", run, "--split", "test")
     assert ran.rc == 0 and ran.out.startswith("audio-classify test split: {"), ran.err
+    ran = cli("eval", run, "--data", root)  # a folder of the run's classes
+    assert ran.rc == 0 and ran.out.startswith(f"{root}: "), ran.err
     ran = cli("predict", run, probe, "--index", "1", "--json")
     assert ran.rc == 0, ran.err
     records = [json.loads(line) for line in ran.out.splitlines()]

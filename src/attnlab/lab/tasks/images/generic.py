@@ -142,6 +142,14 @@ class ImageClassifyTask(ImageTask):
             )
         return ImageExample(test[index].image, test[index].label, f"test:{index}")
 
+    def read_examples(self, path: str | Path) -> list[ImageExample]:
+        """``eval --data``: a class folder or ``.npz``, at the run's size, with its classes."""
+        options = ImageDataOptions(size=self.size[0], channels=self.channels)
+        rows = read_images(str(path), options, "eval").examples()
+        check_labels(((label, where) for _, label, _, where in rows), self.classes, "eval")
+        index = {c: i for i, c in enumerate(self.classes)}
+        return [ImageExample(img, index[label], name) for img, label, name, _ in rows]
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         return {"classes": list(self.classes), "size": list(self.size),

@@ -211,6 +211,14 @@ class OwnRecordings(KeptSpeechData):
         }  # fmt: skip
         return True
 
+    def read_examples(self, path: str | Path) -> list[Utterance]:
+        """``eval --data``: a class folder or ``path,label`` CSV, with the run's labels."""
+        rows = list_recordings(str(path), "eval")
+        check_labels(((r.label, r.where) for r in rows), self.labels, "eval")
+        index = {label: i for i, label in enumerate(self.labels)}
+        return [Utterance(read_audio(r.path, self.sample_rate), index[r.label], r.path)
+                for r in rows]  # fmt: skip
+
     def render_kept(self, split: list[Utterance]) -> str:
         """Absolute paths and labels as CSV rows."""
         return render_recordings([(u.name, self.labels[u.label]) for u in split])
