@@ -29,9 +29,12 @@ from .helpers import final_weights, run, strip_timing
 SCRIPT = Path(__file__).with_name("ddp_toy.py")
 TASKS_SCRIPT = Path(__file__).with_name("ddp_tasks.py")
 #: tasks whose train split is one example (a whole graph), so both ranks see the same lengths
-FULL_BATCH_TASKS = {"cora", "citeseer", "karate"}
-#: tasks whose examples all have one size (images: every batch's length is rows x cols)
-FIXED_SIZE_TASKS = {"fashion", "digits", "recall", "positions"}  # and fixed-length sequences
+FULL_BATCH_TASKS = {"cora", "citeseer", "karate", "node-classify"}
+#: tasks whose examples all have one size (images: every batch's length is rows x cols), and
+#: the own-file tasks whose tiny fixtures do (tests/tasks/data: 1 s tones, 8x8 images, pairs
+#: of two words; their models are fsdd's, phones', fashion's and g2p's, checked above)
+FIXED_SIZE_TASKS = {"fashion", "digits", "recall", "positions", "image-classify",
+                    "audio-classify", "audio-frames", "seq2seq"}  # fmt: skip
 
 # Tag mode (ranks hold different numbers of tokens), 99 examples in global batches of 16: the
 # last batch of 3 examples leaves one of the 2 ranks x 2 accumulation micro-batches empty.
