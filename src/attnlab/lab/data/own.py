@@ -54,6 +54,31 @@ def check_split(split: Sequence[float]) -> None:
         raise ValueError(f"data.split: the dev and test fractions {split} leave no train")
 
 
+@dataclasses.dataclass
+class FileSplits:
+    """What every task's ``data`` options (``--data.NAME``) begin with: the user's files and
+    the seeded cut of the splits not given. A modality's options subclass it, adding how its
+    files are read (their docstrings may say more of these fields).
+
+    Args:
+        train: the train file (or a directory of *train*, *dev*, *test* files).
+        dev: the dev file; cut from train when not given.
+        test: the test file; cut from train when not given.
+        split: the fractions of train cut as dev and test when those are not given (0 cuts
+            none).
+        seed: seeds the cut of dev and test from train.
+    """
+
+    train: str = ""
+    dev: str = ""
+    test: str = ""
+    split: tuple[float, float] = (0.1, 0.1)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_split(self.split)
+
+
 def as_options(cls: type[OptionsT], value: Any) -> OptionsT:
     """``value`` (a ``cls``, the dataclass of a task's ``data`` options, or a mapping of its
     fields: a list ``split`` becomes a tuple) as ``cls``.

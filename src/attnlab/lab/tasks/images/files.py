@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnlab.lab.data.own import as_options, check_split
+from attnlab.lab.data.own import FileSplits, as_options
 from attnlab.lab.images import IMAGE_SUFFIXES, load_image, resize_images
 
 __all__ = ["ImageDataOptions", "LabelledImages", "as_image_options", "read_images",
@@ -35,7 +35,7 @@ __all__ = ["ImageDataOptions", "LabelledImages", "as_image_options", "read_image
 
 
 @dataclass
-class ImageDataOptions:
+class ImageDataOptions(FileSplits):
     """Your own images (``--data.NAME`` for short).
 
     Args:
@@ -50,16 +50,11 @@ class ImageDataOptions:
         channels: 1 (greyscale: colour converted by Pillow's luma weights) or 3 (RGB).
     """
 
-    train: str = ""
-    dev: str = ""
-    test: str = ""
-    split: tuple[float, float] = (0.1, 0.1)
-    seed: int = 0
     size: int = 28
     channels: int = 1
 
     def __post_init__(self) -> None:
-        check_split(self.split)
+        super().__post_init__()
         if self.size < 1:
             raise ValueError(f"data.size: expected a side in pixels > 0, got {self.size}")
         if self.channels not in (1, 3):

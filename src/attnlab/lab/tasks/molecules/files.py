@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from rdkit import Chem
 
 from attnlab.lab.chem import MoleculeError, mol_from_smiles, scaffold_split
-from attnlab.lab.data.own import SPLITS, as_options, check_split, complete_splits
+from attnlab.lab.data.own import SPLITS, FileSplits, as_options, complete_splits
 
 __all__ = ["KINDS", "REGRESSION_DISTINCT", "MoleculeDataOptions", "MoleculeRow",
            "as_molecule_options", "cut_molecules", "read_molecules", "render_rows",
@@ -38,7 +38,7 @@ REGRESSION_DISTINCT = 10
 
 
 @dataclass
-class MoleculeDataOptions:
+class MoleculeDataOptions(FileSplits):
     """Your own molecules (``--data.NAME`` for short): CSVs of a SMILES and a target column.
 
     Args:
@@ -58,11 +58,6 @@ class MoleculeDataOptions:
             data/skipped.csv) instead of stopping.
     """
 
-    train: str = ""
-    dev: str = ""
-    test: str = ""
-    split: tuple[float, float] = (0.1, 0.1)
-    seed: int = 0
     split_by: str = "random"
     smiles_column: str = "smiles"
     target_column: str = "target"
@@ -70,7 +65,7 @@ class MoleculeDataOptions:
     skip_invalid: bool = False
 
     def __post_init__(self) -> None:
-        check_split(self.split)
+        super().__post_init__()
         if self.kind not in KINDS:
             raise ValueError(f"data.kind: one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.split_by not in ("random", "scaffold"):

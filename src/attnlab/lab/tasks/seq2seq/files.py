@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from attnlab.lab.data.own import as_options, check_split
+from attnlab.lab.data.own import FileSplits, as_options
 
 __all__ = ["TOKENIZERS", "Pair", "Seq2SeqDataOptions", "as_seq2seq_options", "join",
            "read_pairs", "render_pairs", "tokenize"]  # fmt: skip
@@ -25,7 +25,7 @@ TOKENIZERS = ("chars", "whitespace")
 
 
 @dataclass
-class Seq2SeqDataOptions:
+class Seq2SeqDataOptions(FileSplits):
     """Your own pairs (``--data.NAME`` for short): ``source<TAB>target`` lines.
 
     Args:
@@ -40,17 +40,12 @@ class Seq2SeqDataOptions:
         target_tokenizer: the target's tokenizer, if other than tokenizer.
     """
 
-    train: str = ""
-    dev: str = ""
-    test: str = ""
-    split: tuple[float, float] = (0.1, 0.1)
-    seed: int = 0
     tokenizer: str = "chars"
     source_tokenizer: str = ""
     target_tokenizer: str = ""
 
     def __post_init__(self) -> None:
-        check_split(self.split)
+        super().__post_init__()
         for name in ("tokenizer", "source_tokenizer", "target_tokenizer"):
             value = getattr(self, name)
             if value not in TOKENIZERS and (value or name == "tokenizer"):

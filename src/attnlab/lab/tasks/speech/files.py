@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 from attnlab.lab.audio import AUDIO_SUFFIXES, read_audio
 from attnlab.lab.data.own import (
     SPLITS,
+    FileSplits,
     as_options,
     check_labels,
-    check_split,
     complete_splits,
     label_order,
     save_splits,
@@ -40,7 +40,7 @@ __all__ = ["AudioDataOptions", "KeptSpeechData", "OwnRecordings", "Recording", "
 
 
 @dataclass
-class AudioDataOptions:
+class AudioDataOptions(FileSplits):
     """Your own recordings instead of the task's corpus (``--data.NAME`` for short).
 
     Args:
@@ -56,15 +56,10 @@ class AudioDataOptions:
             fsdd, 16000 for audio-classify); stereo is averaged to mono.
     """
 
-    train: str = ""
-    dev: str = ""
-    test: str = ""
-    split: tuple[float, float] = (0.1, 0.1)
-    seed: int = 0
     sample_rate: int = 0
 
     def __post_init__(self) -> None:
-        check_split(self.split)
+        super().__post_init__()
         if self.sample_rate < 0:
             raise ValueError(f"data.sample_rate: expected Hz > 0 (0: the task's), got "
                              f"{self.sample_rate}")  # fmt: skip

@@ -19,9 +19,9 @@ from attnlab.lab.audio import AUDIO_SUFFIXES, read_audio
 from attnlab.lab.audio.alignments import ALIGNMENT_SUFFIXES, read_alignment
 from attnlab.lab.data.own import (
     SPLITS,
+    FileSplits,
     as_options,
     check_labels,
-    check_split,
     complete_splits,
     label_order,
 )
@@ -34,7 +34,7 @@ __all__ = ["AudioFramesOptions", "AudioFramesTask", "FramesDataOptions", "aligne
 
 
 @dataclass
-class FramesDataOptions:
+class FramesDataOptions(FileSplits):
     """Your own aligned recordings (``--data.NAME`` for short).
 
     Args:
@@ -50,17 +50,9 @@ class FramesDataOptions:
         empty_label: the label of an empty interval and of a gap between labelled segments.
     """
 
-    train: str = ""
-    dev: str = ""
-    test: str = ""
-    split: tuple[float, float] = (0.1, 0.1)
-    seed: int = 0
     sample_rate: int = 0
     tier: str = ""
     empty_label: str = "sil"
-
-    def __post_init__(self) -> None:
-        check_split(self.split)
 
 
 @dataclass

@@ -17,8 +17,8 @@ from typing import Any
 from attnlab.lab.data.own import (
     SAVED_DIR,
     SPLITS,
+    FileSplits,
     as_options,
-    check_split,
     cut_splits,
     save_splits,
     saved_splits,
@@ -36,7 +36,7 @@ __all__ = [
 
 
 @dataclass
-class DataOptions:
+class DataOptions(FileSplits):
     """Your own files instead of the task's corpus (``--data.NAME`` for short).
 
     Args:
@@ -55,18 +55,13 @@ class DataOptions:
         label_column: CSV / TSV / JSON lines: the column (key) of the label (any string).
     """
 
-    train: str = ""
-    dev: str = ""
-    test: str = ""
-    split: tuple[float, float] = (0.1, 0.1)
-    seed: int = 0
     format: str = "auto"
     column: str = "upos"
     text_column: str = "text"
     label_column: str = "label"
 
     def __post_init__(self) -> None:
-        check_split(self.split)
+        super().__post_init__()
         if self.column not in ("upos", "xpos"):
             raise ValueError(f"data.column: upos or xpos, got {self.column!r}")
 
