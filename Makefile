@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	# The CPU build of PyTorch; an unpinned `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,peers,ray,docs]'
+	$(PY) -m pip install -q -e '.[dev,peers,ray,docs,tensorboard]'
 	# timm (a peer: the from_timm converters are checked against it) without its dependencies:
 	# it requires torchvision, and no torchvision wheel fits the CPU torch above (pip would pull
 	# a CUDA torch over it). Its other dependencies are in the peers extra; its tests import it

@@ -100,6 +100,9 @@ class TrainConfig:
         seed: seeds model init, data order (epoch ``e`` shuffles with ``seed + e``), dropout.
         num_workers: DataLoader worker processes for collation.
         log_every: log (and refresh the progress bar's postfix) every this many steps.
+        tensorboard: also write TensorBoard event files to ``out_dir/tensorboard`` (train loss,
+            learning rate and speed every ``log_every`` steps, dev metrics at each evaluation,
+            test metrics at the end); needs the optional extra ``attnlab[tensorboard]``.
         device: ``"auto"`` (CUDA if available), ``"cpu"`` or ``"cuda"``.
         resume: continue the run in ``out_dir`` from its ``last.pt`` (an error if there is none).
         overwrite: replace a run that ``out_dir`` already holds (without it, or ``resume``,
@@ -137,6 +140,7 @@ class TrainConfig:
     seed: int = 0
     num_workers: int = 0
     log_every: int = 50
+    tensorboard: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
     resume: bool = False
     overwrite: bool = False

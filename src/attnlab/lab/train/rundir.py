@@ -34,6 +34,7 @@ import datetime
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -45,6 +46,7 @@ from typing import Any
 from attnlab.lab.train.atomic import TEMP_SUFFIX, remove_stale_temp_files
 from attnlab.lab.train.distributed import DistEnv, broadcast_object
 from attnlab.lab.train.errors import RunError
+from attnlab.lab.train.tensorboard import TENSORBOARD_DIR
 
 try:  # POSIX; elsewhere runs are not locked
     import fcntl
@@ -266,6 +268,9 @@ def _open(path: Path, *, resume: bool, overwrite: bool) -> RunDirectory:
                 )
             for name in existing:  # snapshots, then RUN_FILES order (config.json last)
                 (path / name).unlink()
+            if (path / TENSORBOARD_DIR).is_dir():  # the old run's curves would mix with the new
+                shutil.rmtree(path / TENSORBOARD_DIR)
+                existing.append(TENSORBOARD_DIR + "/")
             logger.warning(
                 "%s: overwrite: removed the previous run (%s)", path, ", ".join(existing)
             )

@@ -90,6 +90,7 @@ from attnlab.lab.train.rundir import RunDirectory, open_run_dir
 from attnlab.lab.train.schedule import build_scheduler
 from attnlab.lab.train.state import TrainState
 from attnlab.lab.train.step import apply_update, backward_micros, record_step, scale_gradients
+from attnlab.lab.train.tensorboard import TensorBoardLog, require_tensorboard
 
 __all__ = ["Trainer", "TrainResult", "StepResult"]
 
@@ -150,6 +151,9 @@ class Trainer:
         self._stop = StopOnSignal()
         self._last_saved = -1  # step of the latest last.pt
         self.run_dir = RunDirectory(self.out_dir)  # nothing held yet
+        self.tensorboard = TensorBoardLog(self.out_dir, enabled=False)
+        if tc.tensorboard:
+            require_tensorboard()  # before anything loads or is written
         try:
             # Before any data loads: a bad or busy out_dir fails in a second, not in minutes.
             self.run_dir = open_run_dir(self.out_dir, self.env, resume=resume, overwrite=overwrite)
@@ -201,6 +205,10 @@ class Trainer:
         self.state = TrainState()
         if ckpt is not None:
             self.state = restore_training(ckpt, self.model, self.optimizer, self.scheduler)
+        self.tensorboard = TensorBoardLog(
+            self.out_dir, enabled=tc.tensorboard and self.env.is_main,
+            resume_step=self.state.step if ckpt is not None else None,
+        )  # fmt: skip
         self.train_model = wrap_model(self.model, self.env)
         self.eval_model = self.model  # rank 0 evaluates alone: never the DDP wrapper
         if tc.compile:
@@ -255,6 +263,7 @@ class Trainer:
         """Release the run directory's lock and leave the process group if this trainer
         created it (idempotent)."""
         self.run_dir.release()
+        self.tensorboard.close()
         if barrier:
             shutdown(self.env)
         elif self.env.owns_group and torch.distributed.is_initialized():
@@ -397,6 +406,7 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         unit = self.task.unit
         bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", **{f"{unit}/s": f"{rate:.0f}"})
+        self.tensorboard.scalars(s.step, {"loss": loss, "lr": lr, f"{unit}_per_s": rate}, "train/")
         if self.env.is_main:
             logger.info(
                 "step %d/%d epoch %.2f loss %.4f lr %.3e %.0f %s/s",
@@ -433,6 +443,7 @@ class Trainer:
                             patience=tc.patience)  # fmt: skip
         if self.env.is_main:
             write_metrics_csv(self.out_dir / "metrics.csv", s.history)
+            self.tensorboard.scalars(s.step, {"train_loss": row["train_loss"], **metrics}, "dev/")
             log_evaluation(self.task, s, row, metrics, improved=improved, patience=tc.patience,
                            every=self._eval_log_every)  # fmt: skip
         if improved:
@@ -456,6 +467,7 @@ class Trainer:
         )  # fmt: skip
         if self.env.is_main:
             write_metrics_json(self.out_dir / "metrics.json", result.summary())
+            self.tensorboard.scalars(s.step, test, "test/")
             logger.info("%s", result.summary_line())
         return result
 
