@@ -149,7 +149,7 @@ def test_pos_reads_conllu_xpos_and_sst2_reads_class_names_or_numbers(tmp_path):
          ["nocol.csv:1: the header has no column 'label' (columns: text, stars)", "--data.label_column"]),
         ("text-classify", {"train": "empty.csv"}, ["empty.csv: empty file"]),
         ("text-tag", {"train": "t.tsv", "test": "newtag.tsv"},
-         ["newtag.tsv:2: tag 'ADV' is not a tag of the train file", "(it has DET, NOUN, VERB)"]),
+         ["newtag.tsv:2: tag 'ADV' is not a tag of the train file", "(it has DET, NOUN, VERB); --data.unseen=keep keeps it"]),
         ("text-tag", {"train": "broken.conllu"}, ["broken.conllu:2: expected 10 tab-separated CoNLL-U"]),
         ("text-tag", {}, ["'text-tag' trains on your own files: give --data.train=FILE"]),
     ],
@@ -172,6 +172,32 @@ def test_bad_files_are_one_line_naming_file_and_line_and_nothing_is_written(
     run = tmp_path / "run"
     cli("train", task, *options, *TINY, f"--out_dir={run}").user_error("train", *fragments)
     assert not run.exists()
+
+
+def test_unseen_keep_adds_the_dev_and_test_labels_as_classes_never_trained_on(tmp_path, caplog):
+    tagged(tmp_path / "t.tsv", n=10)
+    (tmp_path / "new.tsv").write_text("the\tDET\nquickly\tADV\n\na\tDET\n!\tPUNCT\n")
+    tagger = TextTagTask()
+    tagger.setup({"data": {"train": str(tmp_path / "t.tsv"), "test": str(tmp_path / "new.tsv"),
+                           "unseen": "keep"}})  # fmt: skip
+    assert tagger.labels == ["DET", "NOUN", "VERB", "ADV", "PUNCT"]  # train's, then the new
+    assert "tag(s) 'ADV', 'PUNCT' of the dev/test files are not in the train file" in caplog.text
+    (tmp_path / "dev.csv").write_text("id,sentence,stars\n0,ok film,meh\n1,good film,pos\n")
+    classifier = TextClassifyTask()
+    classifier.setup(
+        {
+            "data": {
+                "train": str(reviews(tmp_path / "r.csv")),
+                "dev": str(tmp_path / "dev.csv"),
+                "text_column": "sentence",
+                "label_column": "stars",
+                "unseen": "keep",
+            }
+        }
+    )
+    assert classifier.labels[-1] == "meh" and classifier.splits()["dev"][0][1] == 2
+    with pytest.raises(ValueError, match="data.unseen: error or keep, got 'skip'"):
+        DataOptions(unseen="skip")
 
 
 def test_help_lists_the_data_options_and_other_tasks_refuse_them(cli):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import random
 import tempfile
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 OptionsT = TypeVar("OptionsT")
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "SAVED_DIR",
@@ -33,6 +35,7 @@ __all__ = [
     "check_split",
     "complete_splits",
     "cut_splits",
+    "keep_unseen",
     "label_order",
     "save_splits",
     "saved_splits",
@@ -162,6 +165,22 @@ def cut_splits(
     train = sorted(order[sizes["dev"] + sizes["test"] :])
     return {"train": [examples[i] for i in train], "dev": [examples[i] for i in sorted(dev)],
             "test": [examples[i] for i in sorted(test)]}  # fmt: skip
+
+
+def keep_unseen(labels: Sequence[str], others: Iterable[str], what: str = "label") -> list[str]:
+    """``labels`` (train's) followed by the distinct ``others`` (of the dev and test files) that
+    train lacks (``--data.unseen=keep``), with a warning naming them: classes the model never
+    trains on, so that the examples that carry them count as errors, as a fixed tag set scores
+    them."""
+    known = set(labels)
+    new = sorted(set(others) - known)
+    if new:
+        logger.warning(
+            "data.unseen=keep: %s(s) %s of the dev/test files are not in the train file; kept as "
+            "classes the model never trains on (their examples count as errors)",
+            what, ", ".join(map(repr, new)),
+        )  # fmt: skip
+    return [*labels, *new]
 
 
 def label_order(labels: Iterable[str]) -> list[str]:

@@ -53,15 +53,22 @@ class DataOptions(FileSplits):
         column: the CoNLL-U column of the tags: upos or xpos.
         text_column: CSV / TSV / JSON lines: the column (key) of the sentence, split on spaces.
         label_column: CSV / TSV / JSON lines: the column (key) of the label (any string).
+        unseen: a tag or label of the dev or test file that the train file lacks: error (naming
+            its line), or keep: a class the model never trains on, so that its words or
+            sentences count as errors (as the corpus tasks' fixed tag sets score them; a UD
+            treebank's dev may hold a tag its train lacks).
     """
 
     format: str = "auto"
     column: str = "upos"
     text_column: str = "text"
     label_column: str = "label"
+    unseen: str = "error"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.unseen not in ("error", "keep"):
+            raise ValueError(f"data.unseen: error or keep, got {self.unseen!r}")
         if self.column not in ("upos", "xpos"):
             raise ValueError(f"data.column: upos or xpos, got {self.column!r}")
 

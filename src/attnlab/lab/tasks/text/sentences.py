@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.lab.data import SENTENCE_LABELS, load_sentences
+from attnlab.lab.data.own import keep_unseen
 from attnlab.lab.data.readers import (
     TABLE_FORMATS,
     LabelledRow,
@@ -101,6 +102,9 @@ class SentenceTask(TextTask):
             rows, from_train = self.file_splits(data, lambda path: self.read_rows(path, data))
             if not self.labels:
                 self.labels = self.train_labels([r for s in from_train for r in rows[s]])
+                if data.unseen == "keep":
+                    others = (r.label for s in rows if s not in from_train for r in rows[s])
+                    self.labels = keep_unseen(self.labels, others)
             splits = {s: self.labelled(self.split_paths[s], part) for s, part in rows.items()}
         else:
             corpus = load_sentences(self.corpus)

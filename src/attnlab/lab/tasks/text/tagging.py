@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.lab.data import TAGGING_CORPORA, load_tagging
+from attnlab.lab.data.own import keep_unseen
 from attnlab.lab.data.readers import TAGGING_FORMATS, read_tagging_file, tag_line
 from attnlab.lab.models.batch import pad_ids
 from attnlab.lab.tasks.base import IGNORE_INDEX
@@ -130,6 +131,9 @@ class PosTask(TextTask):
             data, lambda path: read_tagging_file(path, data.column, data.format)
         )
         tags = sorted({t for s in from_train for _, ts in splits[s] for t in ts})
+        if data.unseen == "keep" and not self.labels:
+            others = (t for s in splits if s not in from_train for _, ts in splits[s] for t in ts)
+            tags = keep_unseen(tags, others, "tag")
         known = set(self.labels or tags)
         for split in (s for s in splits if s not in from_train):
             unseen = sorted({t for _, ts in splits[split] for t in ts} - known)
@@ -138,7 +142,8 @@ class PosTask(TextTask):
                 raise ValueError(
                     f"{path}:{tag_line(path, unseen[0]) or '?'}: tag {unseen[0]!r} is not a tag "
                     f"of the train file {self.split_paths['train']} "
-                    f"(it has {', '.join(sorted(known))})"
+                    f"(it has {', '.join(sorted(known))}); --data.unseen=keep keeps it as a "
+                    "class never trained on"
                 )
         return splits, tags
 
