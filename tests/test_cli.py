@@ -86,9 +86,11 @@ def test_unknown_task_and_option_list_the_valid_ones(capsys):
 
 def test_tasks_lists_the_registry(capsys):
     assert main(["tasks"]) == 0
-    out = capsys.readouterr().out
-    for name in TASKS.names():
-        assert name in out
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == TASKS.names()
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines}
+    assert len(starts) == 1, "the summaries do not start in one column"
+    assert not any("``" in line for line in lines)
 
 
 def test_space_separated_values():

@@ -95,6 +95,17 @@ def test_training_lowers_the_loss_and_predict_names_every_word(g2p_run, capsys):
                for line in lines)  # fmt: skip
 
 
+def test_predict_index_takes_a_test_word_and_prints_its_pronunciations(g2p_run, capsys):
+    task = G2PTask()
+    task.setup({"dict_file": str(TINY_DICT)})
+    word = task.splits()["test"][1]
+    assert main(["predict", str(g2p_run), "--index", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    gold = " | ".join(" ".join(pron) for pron in word.prons)
+    assert out[0] == f"g2p test example 1: gold {gold}"
+    assert out[1].split("\t")[0] == word.word
+
+
 def test_predict_json_lists_the_sorted_nbest(g2p_run, capsys):
     assert main(["predict", str(g2p_run), "Cats", "dog", "--beam", "3", "--json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -149,6 +149,26 @@ def _fine_tuner(out: Path, init: str, *extra: str) -> Trainer:
     return Trainer("sst2", cfg, progress=False)
 
 
+def test_predict_index_hides_the_words_the_evaluation_hides(pretrained, capsys):
+    from attnlab.lab.train.checkpoint import load_for_inference
+
+    task = load_for_inference(pretrained, setup=True)[0]
+    tokens, key = task.splits()["test"][0]
+    shown, gold = task.example_input((tokens, key))
+    batch = task.collate([(tokens, key)])
+    hidden = (batch["labels"][0, : len(tokens)] != IGNORE).tolist()
+    assert [t == "<mask>" for t in shown] == hidden and any(hidden)
+    assert gold == " ".join(tokens)
+    assert main(["predict", str(pretrained), "--index", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"mlm test example 0: gold {gold}"
+    filled = out[1].split()
+    assert len(filled) == len(tokens)
+    assert [f for f, h in zip(filled, hidden) if not h] == [
+        t for t, h in zip(tokens, hidden) if not h
+    ]
+
+
 def test_init_copies_the_encoder_and_remaps_the_embedding_by_word(pretrained, tmp_path):
     ckpt = load_checkpoint(pretrained / "best.pt")
     source = ckpt["model"]

@@ -71,9 +71,12 @@ def _dataset_table(rows: Sequence) -> str:
 def _tasks(args: argparse.Namespace) -> int:
     from attnlab.lab.tasks import TASKS
 
-    for name in TASKS.names():
+    names = TASKS.names()
+    width = max(map(len, names))
+    for name in names:
         lines = (TASKS.get(name).__doc__ or "").strip().splitlines()
-        print(f"{name:<10} {lines[0] if lines else ''}")
+        summary = lines[0].replace("``", "") if lines else ""
+        print(f"{name:<{width}}  {summary}")
     return 0
 
 

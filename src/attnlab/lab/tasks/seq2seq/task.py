@@ -328,6 +328,11 @@ class G2PTask(Task, TaskCommands):
         ids = hyp.tokens[:-1] if hyp.tokens and hyp.tokens[-1] == EOS else hyp.tokens
         return [self.phones[i] for i in ids]
 
+    def example_input(self, example: G2PExample) -> tuple[str, str]:
+        """Test word ``example`` as ``predict``'s input, its pronunciations as the gold answer
+        (`` | `` between a word's several)."""
+        return example.word, " | ".join(" ".join(pron) for pron in example.prons)
+
     def format_text(self, record: Mapping[str, Any]) -> str:
         return f"{record['word']}\t{' '.join(record['phones'])}"
 

@@ -219,5 +219,17 @@ class MLMTask(TextTask):
                                                else w for j, w in enumerate(words[i])]}
                 for i, s in enumerate(sentences)]  # fmt: skip
 
+    def example_input(self, example: Any) -> tuple[list[str], str]:
+        """Test sentence ``example`` with the words its evaluation hides (its seeded masking)
+        as ``<mask>``, and the sentence itself as the gold answer."""
+        tokens, key = example
+        ids = torch.tensor(self.vocab.encode(tokens), dtype=torch.long)  # (n,)
+        gen = torch.Generator().manual_seed(sentence_seed(self.options.seed, key))
+        words = (self.vocab.num_reserved, len(self.vocab))
+        masked = mask_ids(ids, generator=gen, mask_id=self.vocab.index(MASK), rule=self.rule,
+                          random_ids=words, choosable=ids != self.vocab.unk_id)  # fmt: skip
+        hidden = (masked.labels != IGNORE).tolist()
+        return [MASK if h else t for t, h in zip(tokens, hidden)], " ".join(tokens)
+
     def format_text(self, record: Mapping[str, Any]) -> str:
         return " ".join(record["filled"])
