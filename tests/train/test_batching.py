@@ -117,3 +117,16 @@ def test_the_feed_buckets_each_epoch_differently():
         assert len(bucketed[e]) == len(plain[e]) == 20
         assert _spread(bucketed[e], costs) < 0.5 * _spread(plain[e], costs)
     assert bucketed[0] != bucketed[1]
+
+
+def test_eval_order_sorts_by_cost_and_keeps_ties_in_file_order():
+    from attnlab.lab.train.batching import eval_order
+
+    class Lengths:
+        def batch_size_of(self, example):
+            return len(example)
+
+    examples = ["abc", "a", "ab", "b", "abcd", "c"]
+    order = eval_order(Lengths(), examples)
+    assert order == [1, 3, 5, 2, 0, 4]
+    assert eval_order(Lengths(), []) == []

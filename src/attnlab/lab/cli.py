@@ -76,7 +76,7 @@ def _tasks(args: argparse.Namespace) -> int:
     for name in names:
         lines = (TASKS.get(name).__doc__ or "").strip().splitlines()
         summary = lines[0].replace("``", "") if lines else ""
-        print(f"{name:<{width}}  {summary}")
+        print(f"{name:<{width}}  {summary}".rstrip())
     return 0
 
 

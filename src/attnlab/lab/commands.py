@@ -36,6 +36,7 @@ from attnlab.lab.train import (
     resolve_config,
     save_checkpoint,
 )
+from attnlab.lab.train.batching import eval_order
 from attnlab.lab.train.distributed import resolve_device
 from attnlab.lab.train.errors import RunComplete
 from attnlab.lab.train.precision import choose_precision
@@ -115,8 +116,10 @@ def eval_command(
 
     Evaluates as the run's own evaluation did, so that a split gives the number the run
     reported: the run's evaluation batch size (``train.eval_batch_size``, else
-    ``train.batch_size``), in file order, under bfloat16 autocast if the run trained with it
-    (``train.precision``, which the trainer saved resolved). A progress bar (examples, rate, ETA) goes to stderr.
+    ``train.batch_size``), examples of similar lengths batched together as the trainer's
+    evaluation batches them (:func:`~attnlab.lab.train.batching.eval_order`), under bfloat16
+    autocast if the run trained with it (``train.precision``, which the trainer saved
+    resolved), in ``inference_mode``. A progress bar (examples, rate, ETA) goes to stderr.
 
     Args:
         checkpoint: a ``.pt`` file or a run directory, or several (an ensemble).
@@ -147,7 +150,7 @@ def eval_command(
                 where, len(examples), size, precision, target)  # fmt: skip
     bar = tqdm(total=len(examples), desc="eval", unit="ex", file=sys.stderr,
                dynamic_ncols=True, mininterval=0.5)  # fmt: skip
-    with bar, torch.no_grad(), _autocast(cfg, target):
+    with bar, torch.inference_mode(), _autocast(cfg, target):
         metrics = task.evaluate(model, _batches(task, examples, size, target, bar))
     if len(paths) > 1:
         where += f" (ensemble of {len(paths)})"
@@ -169,10 +172,11 @@ def _eval_device(device: str | None, run_device: str) -> torch.device:
 def _batches(
     task: Task, examples: list, size: int, device: torch.device, bar: tqdm
 ) -> Iterator[dict]:
-    """Collated batches of ``size`` examples in order, on ``device``; ``bar`` counts the
-    examples of each batch once the task is done with it."""
-    for s in range(0, len(examples), size):
-        chunk = examples[s : s + size]
+    """Collated batches of ``size`` examples of similar lengths (:func:`eval_order`), on
+    ``device``; ``bar`` counts the examples of each batch once the task is done with it."""
+    order = eval_order(task, examples)
+    for s in range(0, len(order), size):
+        chunk = [examples[i] for i in order[s : s + size]]
         batch = task.collate(chunk)
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         bar.update(len(chunk))

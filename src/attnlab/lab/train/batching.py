@@ -11,16 +11,30 @@ that keeps every optimizer step's global batch identical whatever the number of 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-__all__ = ["epoch_order", "make_batches", "bucket_batches", "split_batch", "rank_micro_batches"]
+__all__ = [
+    "epoch_order", "eval_order", "make_batches", "bucket_batches", "split_batch",
+    "rank_micro_batches",
+]  # fmt: skip
 
 
 def epoch_order(n: int, *, seed: int, epoch: int) -> list[int]:
     """A permutation of ``range(n)``, a pure function of ``seed + epoch``."""
     gen = torch.Generator().manual_seed(seed + epoch)
     return torch.randperm(n, generator=gen).tolist()
+
+
+def eval_order(task: Any, examples: Sequence) -> list[int]:
+    """The order evaluation visits ``examples`` in: by ``task.batch_size_of`` (an example's
+    length or cost), stably, so that a batch holds examples of similar lengths and little of it
+    is padding. Evaluation metrics are sums over examples, so the order changes them only by how
+    floating-point sums add up (and by padding, which the models mask).
+    """
+    costs = [task.batch_size_of(example) for example in examples]
+    return sorted(range(len(examples)), key=costs.__getitem__)
 
 
 def make_batches(

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from attnlab.lab.tasks import Task
+from attnlab.lab.train.batching import eval_order
 from attnlab.lab.train.feed import Feed
 from attnlab.lab.train.state import TrainState
 
@@ -28,14 +29,19 @@ logger = logging.getLogger(__name__.rpartition(".")[0] + ".trainer")  # the trai
 def evaluate_split(
     task: Task, model: torch.nn.Module, feed: Feed, examples: list, *, batch_size: int
 ) -> dict[str, float]:
-    """``task.evaluate`` of ``model`` on ``examples`` (no grad, the run's autocast).
+    """``task.evaluate`` of ``model`` on ``examples`` (no grad, the run's autocast), in batches
+    of ``batch_size`` examples of similar lengths (:func:`~attnlab.lab.train.batching.
+    eval_order`: less padding; ``attnlab eval`` batches alike, so that it gives the run's
+    numbers).
 
     The model is put in eval mode and back in train mode afterwards, even on error.
     Returns ``{}`` for no examples; metric values as Python floats.
     """
     if not examples:
         return {}
-    loader = feed.loader(examples, batch_size=batch_size)
+    order = eval_order(task, examples)
+    chunks = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    loader = feed.loader(examples, batch_sampler=chunks)
     model.eval()
     try:
         with torch.no_grad(), feed.autocast():
