@@ -55,6 +55,20 @@ def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(s
     assert "attnlab report --budget smoke --claims 1" in md
 
 
+def test_every_listops_job_measures_the_lookup_rules_and_its_step_at_three_lengths(smoke):
+    listops = [r for r in read_results(smoke / "results.jsonl") if r.task == "listops"]
+    assert len(listops) == 7  # exact and six kernels, one seed
+    for r in listops:
+        assert set(r.metrics["rules"]) == {"majority", "operator", "top level"}
+        assert sorted(r.metrics["costs"], key=int) == ["30", "60", "120"]  # max_length 60
+        ok = [c for c in r.metrics["costs"].values() if "step_s" in c]
+        assert ok and all(c["step_s"] > 0 and c["peak_mib"] > 0 for c in ok), r.label
+    linformer = next(r for r in listops if r.label == "linformer")
+    assert linformer.metrics["costs"]["120"] == {"error": "n/a: max_len"}  # built for 60
+    md = (smoke / "report.md").read_text()
+    assert "speed at 120 tokens (x exact)" in md and "top-level rule scores" in md
+
+
 def test_claim_3_lists_its_pairs_and_every_pos_job_measures_them(smoke):
     md, page = (smoke / "report.md").read_text(), (smoke / "report.html").read_text()
     assert "## 3. self-attention uses the whole sentence" in md

@@ -33,6 +33,10 @@ BUDGETS = {
         "digits": ("--train.epochs=1", *QUIET),
         "g2p": ("--train.epochs=1", "--task_options.max_train_words=200",
                 "--task_options.max_eval_words=50", "--model.dim=32", *QUIET),
+        "listops": ("--task_options.train=64", "--task_options.dev=32", "--task_options.test=32",
+                    "--task_options.min_length=20", "--task_options.max_length=60",
+                    "--task_options.max_depth=3", "--train.epochs=1", "--train.batch_size=16",
+                    *QUIET),
     }, "checks the plumbing only: a few training steps, one seed; its verdicts say nothing "
        "about the claims"),
     "quick": Budget("quick", (0, 1), {
@@ -45,14 +49,19 @@ BUDGETS = {
         "digits": ("--train.epochs=200", "--train.patience=20", *QUIET),
         "g2p": ("--train.epochs=3", "--task_options.max_train_words=8000",
                 "--task_options.max_eval_words=500", *QUIET),
+        "listops": ("--task_options.train=2000", "--task_options.dev=200",
+                    "--task_options.test=200", "--task_options.min_length=100",
+                    "--task_options.max_length=300", "--train.max_steps=150", *QUIET),
     }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
-       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words), seeds 0 and 1: a first look, not the recipes"),
+       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words; listops: 150 steps on 2,000 trees of 100-300 tokens), seeds 0 and 1: a first look, not the recipes"),
     "full": Budget("full", (0, 1, 2), {
         **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions", "g2p")},
         "fashion": ("--train.epochs=30", "--train.patience=5", *QUIET),
         "recall": ("--task_options.train=500000", "--train.epochs=2", "--train.eval_every=5000",
                    *QUIET),
+        "listops": ("--train.max_steps=5000", "--train.eval_every=500", *QUIET),
     }, "each task's documented recipe (recall: 62,500 steps on 500,000 sequences, where "
        "BENCHMARKS.md saw it learnt; fashion: up to 30 epochs, stopped 5 evaluations after dev "
-       "stops improving), seeds 0, 1 and 2"),
+       "stops improving; listops: LRA's data, 96,000 trees of 500-2,000 tokens, and its 5,000 "
+       "steps of 32), seeds 0, 1 and 2"),
 }  # fmt: skip

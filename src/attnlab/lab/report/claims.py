@@ -20,6 +20,7 @@ import numpy as np
 from .budgets import BUDGETS, Budget
 from .claim import SA, Claim, Section, compare, fc, scores_of
 from .claims_context import LongRange
+from .claims_lra import EfficientKernels
 from .jobs import Job
 from .stats import MIN_SEEDS, Better, Equivalent, Verdict
 
@@ -401,9 +402,9 @@ class ConvIsAttention(Claim):
 CLAIMS: dict[str, Claim] = {c.name: c for c in
                             (WindowGivesContext(), WideWindowsOverfit(), LongRange(), Scores(), Normalisations(),
                              Heads(), PositionalEncodings(), ConvIsAttention(), DataEfficiency(), TruncatedSpeech(), ForgettingRNN(),
-                             GraphEdges(), MoleculeBonds(), OutputLength())}  # fmt: skip
+                             GraphEdges(), MoleculeBonds(), EfficientKernels(), OutputLength())}  # fmt: skip
 _SHORT = {"window": 1, "wide-window": 2, "long-range": 3, "scores": 4, "normalisation": 5, "heads": 6,
-          "positions": 7, "speech-window": 8, "conv": 9, "data": 10, "rnn": 11, "graph-edges": 12, "molecule-bonds": 13, "seq2seq-length": 15}  # fmt: skip
+          "positions": 7, "speech-window": 8, "conv": 9, "data": 10, "rnn": 11, "graph-edges": 12, "molecule-bonds": 13, "xformers": 14, "seq2seq-length": 15}  # fmt: skip
 
 
 def claim_names() -> list[str]:

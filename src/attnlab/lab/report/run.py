@@ -192,6 +192,7 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.cli import main
     from attnlab.lab.train import RunError
 
+    from .claims_lra import listops_measures
     from .minimal_pairs import pair_scores
     from .probes import head_divergence
 
@@ -215,6 +216,8 @@ def run_one(job: Job, out: Path) -> None:
         extra["head_js"] = head_divergence(run)
     if job.task == "pos":  # claim 3's test: the long-range minimal pairs
         extra["minimal_pairs"] = pair_scores(run)
+    if job.task == "listops":  # claim 14's lookup baseline, speed at other lengths, memory
+        extra.update(listops_measures(run))
     write_result(out, job, wall, _provenance(job), extra)
 
 

@@ -1,0 +1,250 @@
+"""Claim 14: the efficient "-former" kernels train faster than exact attention and score worse,
+on ListOps (the Long Range Arena's figure: accuracy against training speed, memory as the bubble).
+
+Each kernel trains the ``listops`` task's default model with only its attention kernel changed
+(options scaled to the budget's longest tree by :func:`~attnlab.lab.bench.attention.
+scaled_options`, as ``benchmarks/lra.py`` does). What the report takes of a finished run besides
+its scores (:func:`listops_measures`, called by the runner): the fitted no-training rules' dev
+accuracy (:mod:`attnlab.lab.tasks.longrange.baselines`), and one training step of the run's model
+at half, once and twice the budget's bound on tree length: its time and its peak tensor memory.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .budgets import Budget
+from .claim import Claim, Section, compare
+from .jobs import Job, JobResult
+from .stats import Better, Verdict
+
+__all__ = ["EfficientKernels", "listops_measures"]
+
+EXACT = "exact (softmax)"
+#: the kernels of LRA's figure that this library has (sinkhorn, synthesizer, longformer and
+#: nystrom too, but every one costs a job per seed)
+KERNELS = ("linear", "performer", "linformer", "local", "reformer", "bigbird")
+#: sequences per timed step of :func:`listops_measures`
+BATCH = 4
+
+
+def max_length(options: tuple[str, ...]) -> int:
+    """The longest ListOps tree of a budget's ``listops`` options (the task's default if unset)."""
+    from attnlab.lab.tasks.longrange.task import ListOpsOptions
+
+    for option in options:
+        if option.startswith("--task_options.max_length="):
+            return int(option.split("=", 1)[1])
+    return ListOpsOptions().max_length
+
+
+def kernel_options(name: str, length: int) -> tuple[str, ...]:
+    """The options that make the listops model use kernel ``name`` at ``length`` tokens."""
+    from attnlab.lab.bench.attention import scaled_options
+
+    opts = scaled_options(name, length)
+    return (f"--model.encoder.attention.kernel={name}",
+            *(f"--model.encoder.attention.kernel_options.{k}={v}" for k, v in opts.items()))  # fmt: skip
+
+
+class EfficientKernels(Claim):
+    number, task, name = 14, "listops", "the xxformers are faster but worse"
+    claim = ("The efficient approximations of attention (linear, Performer, Linformer, local, "
+             "Reformer, BigBird) train faster than exact attention on long sequences, and score "
+             "worse: the Long Range Arena's trade-off.")  # fmt: skip
+    setup = ("ListOps (nested MAX / MIN / MED / SUM_MOD lists; the value 0-9), the listops "
+             "task's default model (width 64, 2 blocks of 4 heads) with only its attention kernel "
+             "changed, every kernel at the same steps and seeds. Speed: each run's training "
+             "throughput (sequences/s over the run) against exact's; memory and the speed at other "
+             "lengths: one training step of each trained model on 4 sequences of half, once and "
+             "twice the longest trees' bound (task_options.max_length) (time and peak tensor memory, measured after the run). "
+             "Beside them, the no-training 'top level' rule (a table of the answer per operator "
+             "and its direct digits, fitted on train).")  # fmt: skip
+    rule = ("Precondition: exact attention's mean dev accuracy is above the top-level rule's "
+            "(else inconclusive: nothing was learnt that an approximation could lose). Then "
+            "every kernel that trains faster than exact (mean sequences/s above exact's) must be "
+            "worse on dev: exact - kernel, " + str(Better(0.0)) + "; the claim held if every "
+            "faster kernel is worse, did not hold if a faster kernel is better, else (or when no "
+            "kernel is faster at this length) inconclusive. Slower kernels are shown, not judged.")  # fmt: skip
+
+    def variants(self) -> list[tuple[str, tuple[str, ...]]]:
+        return self._variants(max_length(()))
+
+    def _variants(self, length: int) -> list[tuple[str, tuple[str, ...]]]:
+        return [(EXACT, ()), *((name, kernel_options(name, length)) for name in KERNELS)]
+
+    def jobs(self, budget: Budget) -> dict[str, list[Job]]:
+        base = budget.options[self.task]
+        return {label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
+                for label, options in self._variants(max_length(base))}  # fmt: skip
+
+    def analyse(self, results: dict[str, list[JobResult]]) -> Section:
+        exact = results[EXACT]
+        parts, notes, judged = [], [], []
+        rule = _mean([r.metrics.get("rules", {}).get("top level") for r in exact])
+        learnt = bool(exact) and rule is not None and _mean([r.dev for r in exact]) > rule
+        name = "exact attention beats the no-training top-level rule on dev"
+        if not exact or rule is None:
+            parts.append((name, Verdict.PENDING, None))
+        else:
+            parts.append((name, Verdict.HELD if learnt else Verdict.NOT_HELD, None))
+            notes.append(f"the top-level rule scores {100 * rule:.1f}% on dev; exact attention "
+                         f"{100 * _mean([r.dev for r in exact]):.1f}%")  # fmt: skip
+        speed = _speeds(results)
+        for label in KERNELS:
+            ratio = speed.get(label)
+            faster = ratio is not None and ratio > 1.0
+            shown = "speed pending" if ratio is None else f"{ratio:.2f}x exact's speed"
+            part = compare(f"dev(exact) - dev({label}), {shown}", Better(0.0), exact,
+                           results[label])  # fmt: skip
+            if ratio is None or faster:
+                judged.append(part[1])
+            else:
+                part = (part[0] + ": slower, not judged", *part[1:])
+            parts.append(part)
+        section = self._section(results, parts, notes=notes, details=self._costs(results))
+        section.verdict = self._verdict(parts[0][1], judged, speed)
+        if not learnt and parts[0][1] is Verdict.NOT_HELD:
+            section.notes.append("exact attention did not learn more than the lookup rule at "
+                                 "this budget: the trade-off cannot be judged")  # fmt: skip
+        section.plot = _lra_plot(self, results, speed, rule)
+        return section
+
+    @staticmethod
+    def _verdict(learnt: Verdict, judged: list[Verdict], speed: dict[str, float]) -> Verdict:
+        if learnt is Verdict.PENDING or any(v is Verdict.PENDING for v in judged):
+            return Verdict.PENDING
+        if learnt is not Verdict.HELD or not judged:  # nothing learnt, or no kernel faster
+            return Verdict.INCONCLUSIVE
+        if any(v is Verdict.NOT_HELD for v in judged):
+            return Verdict.NOT_HELD
+        return Verdict.HELD if all(v is Verdict.HELD for v in judged) else Verdict.INCONCLUSIVE
+
+    @staticmethod
+    def _costs(results: dict[str, list[JobResult]]):
+        """One training step at each length: time relative to exact's, and peak memory."""
+        costs = {label: rs[0].metrics.get("costs") for label, rs in results.items() if rs}
+        costs = {label: c for label, c in costs.items() if c}
+        if EXACT not in costs:
+            return None
+        lengths = sorted(costs[EXACT], key=int)
+        header = ["kernel", *(f"speed at {n} tokens (x exact)" for n in lengths),
+                  *(f"peak MiB at {n}" for n in lengths)]  # fmt: skip
+        rows = []
+        for label, c in costs.items():
+            speeds, peaks = [], []
+            for n in lengths:
+                got, ref = c.get(n, {}), costs[EXACT].get(n, {})
+                ok = "step_s" in got and "step_s" in ref
+                speeds.append(
+                    f"{ref['step_s'] / got['step_s']:.2f}" if ok else got.get("error", "-")
+                )
+                peaks.append(f"{got['peak_mib']:.1f}" if "peak_mib" in got else "-")
+            rows.append([label, *speeds, *peaks])
+        title = (f"one training step of {BATCH} random sequences per length, each trained model "
+                 "(measured after its run; seed 0's)")  # fmt: skip
+        return title, header, rows
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _speeds(results: dict[str, list[JobResult]]) -> dict[str, float]:
+    """Each variant's mean training throughput over exact's (those with runs)."""
+    exact = _mean([r.metrics.get("units_per_s") for r in results[EXACT]])
+    if not exact:
+        return {}
+    out = {}
+    for label, rs in results.items():
+        mean = _mean([r.metrics.get("units_per_s") for r in rs])
+        if mean is not None:
+            out[label] = mean / exact
+    return out
+
+
+def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None):
+    """LRA's Figure 3: dev accuracy against training speed relative to exact; the bubble's
+    area is the peak memory of a training step at the longest tree."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    done = [(label, rs) for label, rs in results.items() if rs and label in speed]
+    if not done:
+        return None
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for label, rs in done:
+        acc = 100 * _mean([r.dev for r in rs])
+        costs = rs[0].metrics.get("costs") or {}
+        longest = costs.get(str(max((int(n) for n in costs), default=0)), {}) if costs else {}
+        size = 30 + 4 * longest.get("peak_mib", 0.0)
+        ax.scatter(speed[label], acc, s=size, alpha=0.5,
+                   color="#c44e52" if label == EXACT else "#4c72b0")  # fmt: skip
+        ax.annotate(label, (speed[label], acc), fontsize=8, xytext=(4, 4),
+                    textcoords="offset points")  # fmt: skip
+    if rule is not None:
+        ax.axhline(100 * rule, color="grey", linestyle="--", linewidth=1)
+        ax.annotate("top-level rule (no training)", (ax.get_xlim()[0], 100 * rule), fontsize=7,
+                    xytext=(2, 2), textcoords="offset points", color="grey")  # fmt: skip
+    ax.axvline(1.0, color="grey", linewidth=0.5)
+    ax.set_xlabel("training speed relative to exact attention (sequences/s)", fontsize=8)
+    ax.set_ylabel("dev accuracy (%), mean over seeds", fontsize=8)
+    ax.set_title(f"claim {claim.number}: {claim.name} (bubble: peak memory of a step)",
+                 fontsize=9)  # fmt: skip
+    return fig
+
+
+def listops_measures(run: str | Path, repeats: int = 3) -> dict[str, Any]:
+    """What claim 14 takes of a finished ``listops`` run: ``rules`` (each no-training rule's dev
+    accuracy, fitted on the run's train trees) and ``costs`` (per length, half, once and twice
+    the run's ``task_options.max_length``: the median time of a training step of the run's model on
+    :data:`BATCH` random sequences and its peak tensor memory, or the error that length gave,
+    e.g. a Linformer's fixed ``max_len``)."""
+    import torch
+
+    from attnlab.lab.bench.measure import peak_tensor_bytes
+    from attnlab.lab.tasks.longrange.baselines import rule_accuracies
+    from attnlab.lab.train.checkpoint import load_for_inference
+    from attnlab.lab.train.precision import choose_precision
+
+    task, model, cfg = load_for_inference(str(run), setup=True)
+    splits = task.splits()
+    rules = rule_accuracies(splits["train"], splits["dev"])
+    longest = int(cfg.task_options.max_length)  # a ListOpsOptions, as load_for_inference gives
+    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
+    rng, alphabet = random.Random(0), list(task.alphabet)
+    model.train()
+    costs: dict[str, dict[str, Any]] = {}
+    for n in (longest // 2, longest, 2 * longest):
+        batch = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
+                              for _ in range(BATCH)])  # fmt: skip
+
+        def step(batch=batch) -> None:
+            model.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = task.loss(model, batch)[0]
+            loss.backward()
+
+        try:
+            step()  # warm-up
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t0)
+            peak, _ = peak_tensor_bytes(step)
+            costs[str(n)] = {"step_s": statistics.median(times), "peak_mib": peak / 2**20}
+        except (RuntimeError, ValueError) as err:
+            message = str(err).splitlines()[0]
+            costs[str(n)] = {"error": "n/a: max_len" if "max_len" in message else message[:80]}
+    return {"rules": rules, "costs": costs}
