@@ -99,3 +99,17 @@ def test_augmentation_is_a_shift_or_flip_and_identity_in_eval() -> None:
         shifts = [torch.nn.functional.pad(x[i], (1, 1, 1, 1))[:, r : r + 5, c : c + 5]
                   for r in range(3) for c in range(3)]  # fmt: skip
         assert any(torch.equal(z[i], s) for s in shifts)
+
+
+@pytest.mark.compile
+def test_augmentation_compiles_for_batches_of_any_size_and_draws_as_eager() -> None:
+    # torch.compile(dynamic=True) cannot trace randint of a symbolic batch size: the draws run
+    # eagerly, so a compiled model trains on batches of several sizes (fashion crashed)
+    aug = RandomCropFlip(padding=2).train()
+    compiled = torch.compile(aug, dynamic=True)
+    for b in (3, 5, 7):
+        x = torch.rand(b, 1, 6, 6)
+        torch.manual_seed(b)
+        expected = aug(x)
+        torch.manual_seed(b)
+        assert torch.equal(compiled(x), expected)

@@ -15,6 +15,18 @@ from torch import Tensor, nn
 __all__ = ["RandomCropFlip", "random_crop", "random_hflip"]
 
 
+# The draws run eagerly under torch.compile: Dynamo cannot trace randint or rand of a symbolic
+# batch size (a compiled model meets batches of several sizes), and the draws are cheap.
+@torch.compiler.disable
+def _draw_ints(high: int, n: int, generator: torch.Generator | None) -> Tensor:
+    return torch.randint(0, high, (n,), generator=generator)
+
+
+@torch.compiler.disable
+def _draw_uniform(n: int, generator: torch.Generator | None) -> Tensor:
+    return torch.rand(n, generator=generator)
+
+
 def random_crop(x: Tensor, padding: int, *, generator: torch.Generator | None = None) -> Tensor:
     """Pad ``x`` ``(b, c, H, W)`` with ``padding`` zeros on every side and cut a random
     ``H x W`` window from each image (a shift of at most ``padding`` pixels each way)."""
@@ -22,8 +34,8 @@ def random_crop(x: Tensor, padding: int, *, generator: torch.Generator | None = 
         return x
     b, _, height, width = x.shape
     padded = nn.functional.pad(x, (padding,) * 4)  # (b, c, H + 2p, W + 2p)
-    dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator).to(x.device)
-    dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator).to(x.device)
+    dy = _draw_ints(2 * padding + 1, b, generator).to(x.device)
+    dx = _draw_ints(2 * padding + 1, b, generator).to(x.device)
     rows = dy[:, None] + torch.arange(height, device=x.device)  # (b, H)
     cols = dx[:, None] + torch.arange(width, device=x.device)  # (b, W)
     batch = torch.arange(b, device=x.device)[:, None, None]
@@ -33,7 +45,7 @@ def random_crop(x: Tensor, padding: int, *, generator: torch.Generator | None = 
 
 def random_hflip(x: Tensor, p: float = 0.5, *, generator: torch.Generator | None = None) -> Tensor:
     """Mirror each image of ``x`` ``(b, c, H, W)`` left-right with probability ``p``."""
-    flip = torch.rand(x.shape[0], generator=generator).to(x.device) < p
+    flip = _draw_uniform(x.shape[0], generator).to(x.device) < p
     return torch.where(flip[:, None, None, None], x.flip(-1), x)
 
 
