@@ -63,6 +63,34 @@ def test_pad_batch_rounds_integer_tensors_and_leaves_the_rest():
         pad_batch(batch, 0)
 
 
+def test_pad_batch_pads_the_named_float_sequences_along_time_with_zeros():
+    frames = torch.rand(2, 40, 13).transpose(1, 2)  # (2, 13, 40), not contiguous
+    out = pad_batch({"features": frames}, 8, floats=("features",))
+    assert out["features"].shape == (2, 16, 40) and out["features"].is_contiguous()
+    assert torch.equal(out["features"][:, :13], frames) and not out["features"][:, 13:].any()
+    even = pad_batch({"features": frames[:, :8]}, 8, floats=("features",))["features"]
+    assert even.shape == (2, 8, 40) and even.is_contiguous()  # a graph guards on strides
+
+
+def test_padding_a_speech_batch_is_inert():
+    from attnlab.lab.tasks.speech.model import SpeechModelConfig, build_speech_model
+
+    torch.manual_seed(0)
+    for output in ("sequence", "token"):
+        model = build_speech_model(SpeechModelConfig(), num_labels=5, output=output).eval()
+        batch = {"features": torch.randn(3, 61, 80), "lengths": torch.tensor([61, 40, 23])}
+        padded = pad_batch(batch, 8, floats=("features",))
+        assert padded["features"].shape[1] == 64
+        with torch.no_grad():
+            a, b = model(batch), model(padded)
+            kept = model.encode(batch)[1]  # frames per recording after subsampling
+        if output == "token":  # each recording's own frames (the rest is padding either way)
+            for i, n in enumerate(kept.tolist()):
+                torch.testing.assert_close(a[i, :n], b[i, :n], rtol=1e-4, atol=1e-5)
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_pad_multiple_defaults_to_8_under_compile_only():
     assert pad_multiple_of(True, None) == 8 and pad_multiple_of(False, None) == 1
     assert pad_multiple_of(True, 1) == 1 and pad_multiple_of(False, 16) == 16

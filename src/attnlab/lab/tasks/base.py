@@ -109,6 +109,10 @@ class Task(ABC):
     metric_name: ClassVar[str] = "accuracy"
     higher_is_better: ClassVar[bool] = True
     unit: ClassVar[str] = "seq"
+    #: float tensors of a batch that are sequences along dimension 1, padded with zeros and
+    #: masked by the model (e.g. speech ``features``): ``train.pad_multiple`` pads them too, so
+    #: that a compiled model meets few lengths (integer tensors are padded whatever this says)
+    padded_floats: ClassVar[tuple[str, ...]] = ()
 
     # ---------------------------------------------------------------- configuration defaults
     @classmethod

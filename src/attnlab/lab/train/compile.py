@@ -41,7 +41,7 @@ all-reduce overlaps the backward pass. Checkpoints always hold the plain module'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -114,10 +114,16 @@ def pad_multiple_of(compile: bool, pad_multiple: int | None) -> int:
 
 
 def pad_batch(
-    batch: Mapping[str, Any], multiple: int, *, fill: Mapping[str, int] | None = None
+    batch: Mapping[str, Any],
+    multiple: int,
+    *,
+    fill: Mapping[str, int] | None = None,
+    floats: Sequence[str] = (),
 ) -> dict[str, Any]:
     """``batch`` with every integer or boolean tensor of 2 or more dimensions padded at the end
-    of each non-batch dimension to a multiple of ``multiple``.
+    of each non-batch dimension to a multiple of ``multiple``, and the float tensors named in
+    ``floats`` (sequences of frames, :attr:`Task.padded_floats`) padded with zeros along
+    dimension 1 only.
 
     Args:
         batch: a collated batch (:meth:`Task.collate`).
@@ -141,6 +147,9 @@ def pad_batch(
         if not isinstance(value, Tensor) or value.dim() < 2:
             continue
         if value.is_floating_point() or value.is_complex():
+            if key in floats:  # contiguous either way: a compiled graph guards on strides
+                pads = [0, 0] * (value.dim() - 2) + [0, -value.shape[1] % multiple]
+                out[key] = F.pad(value, pads) if any(pads) else value.contiguous()
             continue
         # F.pad lists (before, after) pairs from the last dimension backwards
         pads = [p for size in reversed(value.shape[1:]) for p in (0, -size % multiple)]
@@ -155,13 +164,17 @@ class PaddedCollate:
     Args:
         collate: the task's collate function.
         multiple: padding multiple (1: ``collate`` unchanged).
+        floats: the float sequences to pad too (:attr:`Task.padded_floats`).
     """
 
-    def __init__(self, collate: Callable[[list], Mapping[str, Any]], multiple: int) -> None:
+    def __init__(self, collate: Callable[[list], Mapping[str, Any]], multiple: int,
+                 floats: Sequence[str] = ()) -> None:  # fmt: skip
         if not isinstance(multiple, int) or multiple < 1:
             raise ValueError(f"train.pad_multiple must be an int >= 1, got {multiple!r}")
-        self.collate, self.multiple = collate, multiple
+        self.collate, self.multiple, self.floats = collate, multiple, tuple(floats)
 
     def __call__(self, examples: list) -> Mapping[str, Any]:
         batch = self.collate(examples)
-        return pad_batch(batch, self.multiple) if self.multiple > 1 else batch
+        if self.multiple == 1:
+            return batch
+        return pad_batch(batch, self.multiple, floats=self.floats)

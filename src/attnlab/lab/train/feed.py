@@ -49,7 +49,8 @@ class Feed:
         self.task, self.train, self.tc, self.env = task, train, tc, env
         self.device = env.device
         self.bf16 = choose_precision(tc.precision, self.device).bf16
-        self.collate = PaddedCollate(task.collate, pad_multiple_of(tc.compile, tc.pad_multiple))
+        self.collate = PaddedCollate(task.collate, pad_multiple_of(tc.compile, tc.pad_multiple),
+                                     floats=getattr(task, "padded_floats", ()))  # fmt: skip
         needs_costs = tc.batch_tokens or tc.bucket
         self.costs = [task.batch_size_of(ex) for ex in train] if needs_costs else None
 

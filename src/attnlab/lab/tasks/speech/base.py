@@ -142,6 +142,9 @@ class SpeechTask(Task, TaskCommands):
     def batch_size_of(self, example: Utterance) -> int:
         return int(example.audio.shape[0]) // max(self.frontend().hop, 1)
 
+    #: log-mel frames, masked by ``lengths`` beyond each recording's end (padding is inert)
+    padded_floats = ("features",)
+
     def collate(self, examples: list) -> dict[str, Tensor]:
         feats, lengths = self.features([u.audio for u in examples])
         batch = {"features": feats, "lengths": lengths}
