@@ -319,3 +319,22 @@ def test_ddp_compiled_equals_one_eager_process(tmp_path):
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5)
     assert r0["test"] == pytest.approx(single.test, abs=1e-5)
+
+
+def test_padding_a_molecule_batch_is_inert():
+    from attnlab.lab.chem import UNREACHABLE
+    from attnlab.lab.tasks.molecules.base import MoleculeTask
+    from attnlab.lab.tasks.molecules.model import MoleculeModel, MoleculeModelConfig
+
+    torch.manual_seed(0)
+    model = MoleculeModel(6, MoleculeModelConfig()).eval()
+    distances = torch.full((2, 5, 5), UNREACHABLE, dtype=torch.long)
+    distances[0] = torch.tensor([[abs(i - j) for j in range(5)] for i in range(5)])  # a chain
+    distances[1, :3, :3] = torch.tensor([[abs(i - j) for j in range(3)] for i in range(3)])
+    atoms = torch.randn(2, 5, 6)
+    atoms[1, 3:] = 0.0
+    batch = {"atoms": atoms, "distances": distances, "lengths": torch.tensor([5, 3])}
+    padded = pad_batch(batch, 8, floats=MoleculeTask.padded_floats)
+    assert padded["atoms"].shape == (2, 8, 6) and padded["distances"].shape == (2, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), model(padded), rtol=1e-5, atol=1e-6)

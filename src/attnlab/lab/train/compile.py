@@ -131,8 +131,8 @@ def pad_batch(
         fill: padding value per key (default ``{"labels": -100}``); other keys get 0 (False).
 
     Returns:
-        A new dict; float tensors, 1-D tensors (``lengths``) and other values are the same
-        objects.
+        A new dict; float tensors not in ``floats``, 1-D tensors (``lengths``) and other values
+        are the same objects.
 
     Example: ``tokens (4, 13)``, ``chars (4, 13, 9)``, ``labels (4, 13)`` with ``multiple=8``
     become ``(4, 16)``, ``(4, 16, 16)`` and ``(4, 16)`` (labels padded with -100).

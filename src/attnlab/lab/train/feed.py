@@ -50,7 +50,7 @@ class Feed:
         self.device = env.device
         self.bf16 = choose_precision(tc.precision, self.device).bf16
         self.collate = PaddedCollate(task.collate, pad_multiple_of(tc.compile, tc.pad_multiple),
-                                     floats=getattr(task, "padded_floats", ()))  # fmt: skip
+                                     floats=task.padded_floats)  # fmt: skip
         needs_costs = tc.batch_tokens or tc.bucket
         self.costs = [task.batch_size_of(ex) for ex in train] if needs_costs else None
 

@@ -62,6 +62,9 @@ class MoleculeTask(Task, TaskCommands):
     metric_name = "rmse"
     higher_is_better = False
     unit = "mol"
+    #: atom features, zeros past each molecule's atoms and masked by ``lengths`` (the padded
+    #: pairs of ``distances`` are masked alike, whatever they hold)
+    padded_floats = ("atoms",)
     property_name: ClassVar[str] = "value"
     units: ClassVar[str] = ""
 
