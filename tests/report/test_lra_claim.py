@@ -69,6 +69,15 @@ def test_pending_until_every_run_is_in():
     assert CLAIM.analyse(results).verdict is Verdict.PENDING
 
 
+def test_no_kernel_is_judged_while_exacts_speed_is_unknown():
+    results = {EXACT: [_result(EXACT, s, d, 0.0) for s, d in enumerate((0.40, 0.41))]}
+    results.update({k: [_result(k, s, d, 2000.0) for s, d in enumerate((0.30, 0.31))]
+                    for k in KERNELS})  # fmt: skip
+    section = CLAIM.analyse(results)
+    assert section.verdict is Verdict.PENDING
+    assert all(v is Verdict.PENDING for _, v, _ in section.comparisons[1:])
+
+
 def test_the_kernels_are_sized_for_the_budgets_longest_trees():
     for budget, length in (("smoke", 60), ("quick", 300), ("full", 2000)):
         jobs = CLAIM.jobs(BUDGETS[budget])

@@ -65,6 +65,14 @@ def test_overwrite_starts_the_curves_afresh(tmp_path):
     assert len(scalars["dev/accuracy"]) == 1  # the first run's three evaluations are gone
 
 
+def test_a_new_run_never_shows_the_curves_of_a_folder_left_behind(tmp_path):
+    run(tmp_path, "--train.tensorboard=true")
+    for name in ("best.pt", "last.pt", "metrics.json", "metrics.csv", "config.json"):
+        (tmp_path / name).unlink()  # the run deleted by hand, its tensorboard/ left
+    run(tmp_path, "--train.tensorboard=true", "--train.epochs=1")
+    assert len(read_scalars(tmp_path)["dev/accuracy"]) == 1
+
+
 def test_without_the_package_the_run_fails_before_it_starts_naming_the_extra(tmp_path, monkeypatch):
     real_import = builtins.__import__
 

@@ -119,7 +119,7 @@ def eval_command(
     ``train.batch_size``), examples of similar lengths batched together as the trainer's
     evaluation batches them (:func:`~attnlab.lab.train.batching.eval_order`), under bfloat16
     autocast if the run trained with it (``train.precision``, which the trainer saved
-    resolved), in ``inference_mode``. A progress bar (examples, rate, ETA) goes to stderr.
+    resolved). A progress bar (examples, rate, ETA) goes to stderr.
 
     Args:
         checkpoint: a ``.pt`` file or a run directory, or several (an ensemble).
@@ -150,7 +150,9 @@ def eval_command(
                 where, len(examples), size, precision, target)  # fmt: skip
     bar = tqdm(total=len(examples), desc="eval", unit="ex", file=sys.stderr,
                dynamic_ncols=True, mininterval=0.5)  # fmt: skip
-    with bar, torch.inference_mode(), _autocast(cfg, target):
+    # no_grad, not inference_mode (1.16x faster on pos): process-wide caches (FlexAttention's
+    # block masks) would keep inference tensors that a later training step cannot save
+    with bar, torch.no_grad(), _autocast(cfg, target):
         metrics = task.evaluate(model, _batches(task, examples, size, target, bar))
     if len(paths) > 1:
         where += f" (ensemble of {len(paths)})"

@@ -196,6 +196,17 @@ def test_unseen_keep_adds_the_dev_and_test_labels_as_classes_never_trained_on(tm
         }
     )
     assert classifier.labels[-1] == "meh" and classifier.splits()["dev"][0][1] == 2
+    # a corpus task's digit labels are its classes' indices, never new classes
+    (tmp_path / "sst.jsonl").write_text("".join(json.dumps({"text": f"w{i}", "label": lab}) + "\n"
+                                        for i, lab in enumerate(["positive", "negative"] * 4)))  # fmt: skip
+    (tmp_path / "sst-dev.jsonl").write_text(
+        '{"text": "w", "label": "1"}\n{"text": "v", "label": "0"}\n'
+    )
+    sst2 = SST2Task()
+    sst2.setup({"data": {"train": str(tmp_path / "sst.jsonl"), "dev": str(tmp_path / "sst-dev.jsonl"),
+                         "split": [0, 0.25], "unseen": "keep"}})  # fmt: skip
+    assert sst2.labels == ["negative", "positive"]
+    assert [y for _, y in sst2.splits()["dev"]] == [1, 0]
     with pytest.raises(ValueError, match="data.unseen: error or keep, got 'skip'"):
         DataOptions(unseen="skip")
 

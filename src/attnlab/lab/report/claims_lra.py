@@ -99,11 +99,13 @@ class EfficientKernels(Claim):
         speed = _speeds(results)
         for label in KERNELS:
             ratio = speed.get(label)
-            faster = ratio is not None and ratio > 1.0
             shown = "speed pending" if ratio is None else f"{ratio:.2f}x exact's speed"
             part = compare(f"dev(exact) - dev({label}), {shown}", Better(0.0), exact,
                            results[label])  # fmt: skip
-            if ratio is None or faster:
+            if ratio is None:  # not known to be faster or slower yet: nothing to judge by
+                part = (part[0], Verdict.PENDING, part[2])
+                judged.append(Verdict.PENDING)
+            elif ratio > 1.0:
                 judged.append(part[1])
             else:
                 part = (part[0] + ": slower, not judged", *part[1:])
@@ -129,7 +131,7 @@ class EfficientKernels(Claim):
     @staticmethod
     def _costs(results: dict[str, list[JobResult]]):
         """One training step at each length: time relative to exact's, and peak memory."""
-        costs = {label: rs[0].metrics.get("costs") for label, rs in results.items() if rs}
+        costs = {label: _measured(rs) for label, rs in results.items()}
         costs = {label: c for label, c in costs.items() if c}
         if EXACT not in costs:
             return None
@@ -142,14 +144,18 @@ class EfficientKernels(Claim):
             for n in lengths:
                 got, ref = c.get(n, {}), costs[EXACT].get(n, {})
                 ok = "step_s" in got and "step_s" in ref
-                speeds.append(
-                    f"{ref['step_s'] / got['step_s']:.2f}" if ok else got.get("error", "-")
-                )
+                missing = got.get("error") or ("exact failed" if "step_s" in got else "-")
+                speeds.append(f"{ref['step_s'] / got['step_s']:.2f}" if ok else missing)
                 peaks.append(f"{got['peak_mib']:.1f}" if "peak_mib" in got else "-")
             rows.append([label, *speeds, *peaks])
         title = (f"one training step of {BATCH} random sequences per length, each trained model "
-                 "(measured after its run; seed 0's)")  # fmt: skip
+                 "(measured after its run, seed 0's)")  # fmt: skip
         return title, header, rows
+
+
+def _measured(rs: list[JobResult]) -> dict[str, Any] | None:
+    """The step costs of a variant: its seed-0 run's (the only one measured)."""
+    return next((r.metrics["costs"] for r in rs if r.metrics.get("costs")), None)
 
 
 def _mean(values) -> float | None:
@@ -172,7 +178,8 @@ def _speeds(results: dict[str, list[JobResult]]) -> dict[str, float]:
 
 def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None):
     """LRA's Figure 3: dev accuracy against training speed relative to exact; the bubble's
-    area is the peak memory of a training step at the longest tree."""
+    area is the peak memory of a training step at the trees' length bound (relative to the
+    largest)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -183,15 +190,17 @@ def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None
         return None
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
+    peaks = []
     for label, rs in done:
         acc = 100 * _mean([r.dev for r in rs])
-        costs = rs[0].metrics.get("costs") or {}
-        longest = costs.get(str(max((int(n) for n in costs), default=0)), {}) if costs else {}
-        size = 30 + 4 * longest.get("peak_mib", 0.0)
-        ax.scatter(speed[label], acc, s=size, alpha=0.5,
-                   color="#c44e52" if label == EXACT else "#4c72b0")  # fmt: skip
-        ax.annotate(label, (speed[label], acc), fontsize=8, xytext=(4, 4),
-                    textcoords="offset points")  # fmt: skip
+        costs = _measured(rs) or {}  # the middle length is the bound the kernel was built for
+        middle = sorted(costs, key=int)[len(costs) // 2] if costs else ""
+        peaks.append((label, speed[label], acc, costs.get(middle, {}).get("peak_mib")))
+    largest = max((p for *_, p in peaks if p), default=1.0)
+    for label, x, acc, peak in peaks:
+        size = 40 + 1000 * (peak or 0.0) / largest  # area: peak memory, the largest 1,040 pt²
+        ax.scatter(x, acc, s=size, alpha=0.5, color="#c44e52" if label == EXACT else "#4c72b0")
+        ax.annotate(label, (x, acc), fontsize=8, xytext=(4, 4), textcoords="offset points")
     if rule is not None:
         ax.axhline(100 * rule, color="grey", linestyle="--", linewidth=1)
         ax.annotate("top-level rule (no training)", (ax.get_xlim()[0], 100 * rule), fontsize=7,
@@ -204,9 +213,10 @@ def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None
     return fig
 
 
-def listops_measures(run: str | Path, repeats: int = 3) -> dict[str, Any]:
+def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -> dict[str, Any]:
     """What claim 14 takes of a finished ``listops`` run: ``rules`` (each no-training rule's dev
-    accuracy, fitted on the run's train trees) and ``costs`` (per length, half, once and twice
+    accuracy, fitted on the run's train trees) and, with ``costs``, ``costs`` (per length, half,
+    once and twice
     the run's ``task_options.max_length``: the median time of a training step of the run's model on
     :data:`BATCH` random sequences and its peak tensor memory, or the error that length gave,
     e.g. a Linformer's fixed ``max_len``)."""
@@ -220,11 +230,13 @@ def listops_measures(run: str | Path, repeats: int = 3) -> dict[str, Any]:
     task, model, cfg = load_for_inference(str(run), setup=True)
     splits = task.splits()
     rules = rule_accuracies(splits["train"], splits["dev"])
+    if not costs:
+        return {"rules": rules}
     longest = int(cfg.task_options.max_length)  # a ListOpsOptions, as load_for_inference gives
     bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
     rng, alphabet = random.Random(0), list(task.alphabet)
     model.train()
-    costs: dict[str, dict[str, Any]] = {}
+    measured: dict[str, dict[str, Any]] = {}
     for n in (longest // 2, longest, 2 * longest):
         batch = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
                               for _ in range(BATCH)])  # fmt: skip
@@ -243,8 +255,8 @@ def listops_measures(run: str | Path, repeats: int = 3) -> dict[str, Any]:
                 step()
                 times.append(time.perf_counter() - t0)
             peak, _ = peak_tensor_bytes(step)
-            costs[str(n)] = {"step_s": statistics.median(times), "peak_mib": peak / 2**20}
-        except (RuntimeError, ValueError) as err:
-            message = str(err).splitlines()[0]
-            costs[str(n)] = {"error": "n/a: max_len" if "max_len" in message else message[:80]}
-    return {"rules": rules, "costs": costs}
+            measured[str(n)] = {"step_s": statistics.median(times), "peak_mib": peak / 2**20}
+        except Exception as err:  # a kernel that cannot run a length is a cell, not a failed job
+            message = (str(err).splitlines() or [type(err).__name__])[0]
+            measured[str(n)] = {"error": "n/a: max_len" if "max_len" in message else message[:80]}
+    return {"rules": rules, "costs": measured}

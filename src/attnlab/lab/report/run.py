@@ -216,8 +216,8 @@ def run_one(job: Job, out: Path) -> None:
         extra["head_js"] = head_divergence(run)
     if job.task == "pos":  # claim 3's test: the long-range minimal pairs
         extra["minimal_pairs"] = pair_scores(run)
-    if job.task == "listops":  # claim 14's lookup baseline, speed at other lengths, memory
-        extra.update(listops_measures(run))
+    if job.task == "listops":  # claim 14's lookup baseline; speed at 3 lengths, memory: seed 0
+        extra.update(listops_measures(run, costs=job.seed == 0))
     write_result(out, job, wall, _provenance(job), extra)
 
 

@@ -17,6 +17,7 @@ the package fails before training starts, naming the package.
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -54,8 +55,11 @@ class TensorBoardLog:
         require_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
 
+        folder = Path(out_dir) / TENSORBOARD_DIR
+        if resume_step is None and folder.is_dir():  # a new run: no curves of an earlier one
+            shutil.rmtree(folder)
         purge = resume_step + 1 if resume_step is not None else None
-        self._writer = SummaryWriter(str(Path(out_dir) / TENSORBOARD_DIR), purge_step=purge)
+        self._writer = SummaryWriter(str(folder), purge_step=purge)
 
     @property
     def enabled(self) -> bool:

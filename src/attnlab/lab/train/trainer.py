@@ -262,8 +262,8 @@ class Trainer:
     def close(self, *, barrier: bool = True) -> None:
         """Release the run directory's lock and leave the process group if this trainer
         created it (idempotent)."""
-        self.run_dir.release()
         self.tensorboard.close()
+        self.run_dir.release()
         if barrier:
             shutdown(self.env)
         elif self.env.owns_group and torch.distributed.is_initialized():

@@ -220,8 +220,9 @@ class MLMTask(TextTask):
                 for i, s in enumerate(sentences)]  # fmt: skip
 
     def example_input(self, example: Any) -> tuple[list[str], str]:
-        """Test sentence ``example`` with the words its evaluation hides (its seeded masking)
-        as ``<mask>``, and the sentence itself as the gold answer."""
+        """Test sentence ``example`` with the words its evaluation scores (its seeded choice;
+        the evaluation shows some of them as a random or the same word, BERT's 80/10/10) as
+        ``<mask>``, and the sentence itself as the gold answer."""
         tokens, key = example
         ids = torch.tensor(self.vocab.encode(tokens), dtype=torch.long)  # (n,)
         gen = torch.Generator().manual_seed(sentence_seed(self.options.seed, key))

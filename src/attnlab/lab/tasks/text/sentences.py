@@ -102,8 +102,9 @@ class SentenceTask(TextTask):
             rows, from_train = self.file_splits(data, lambda path: self.read_rows(path, data))
             if not self.labels:
                 self.labels = self.train_labels([r for s in from_train for r in rows[s]])
-                if data.unseen == "keep":
-                    others = (r.label for s in rows if s not in from_train for r in rows[s])
+                if data.unseen == "keep":  # a corpus task's digits are its classes' indices
+                    others = (r.label for s in rows if s not in from_train for r in rows[s]
+                              if not (self.corpus and r.label.isdigit()))  # fmt: skip
                     self.labels = keep_unseen(self.labels, others)
             splits = {s: self.labelled(self.split_paths[s], part) for s, part in rows.items()}
         else:
