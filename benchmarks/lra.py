@@ -53,9 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
 
 from attnlab.attention_config import AttentionConfig
-from attnlab.lab.bench import time_call
 from attnlab.lab.bench.attention import scaled_options
-from attnlab.lab.bench.measure import peak_tensor_bytes
+from attnlab.lab.bench.measure import training_step_cost
 from attnlab.efficient import KERNELS
 from attnlab.lab.tasks import TASKS
 from attnlab.lab.tasks.longrange import ListOpsSpec, load_listops, make_listops
@@ -172,13 +171,10 @@ def run_speed(args: argparse.Namespace) -> dict:
         try:
             model = task.build_model(cfg).train()
             batch = task.collate(examples)
-
-            def step(model=model, batch=batch) -> None:
-                model.zero_grad(set_to_none=True)
-                task.loss(model, batch)[0].backward()
-
-            t = time_call(step, repeats=args.repeats)
-            peak, _ = peak_tensor_bytes(step)
+            t, peak = training_step_cost(
+                model, lambda model=model, batch=batch: task.loss(model, batch)[0],
+                repeats=args.repeats,
+            )  # fmt: skip
             results[name] = {"time_s": t, "peak_bytes": peak}
         except (ValueError, RuntimeError) as err:
             results[name] = {"error": str(err).splitlines()[0]}

@@ -31,6 +31,7 @@ from attnlab.lab.bench.measure import (
     peak_tensor_bytes,
     time_call,
     time_interleaved,
+    training_step_cost,
 )
 from attnlab.lab.bench.report import crossovers, plot_bench, write_csv
 
@@ -48,5 +49,6 @@ __all__ = [
     "scaled_options",
     "time_call",
     "time_interleaved",
+    "training_step_cost",
     "write_csv",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "time_interleaved",
     "matmul_peak",
     "peak_tensor_bytes",
+    "training_step_cost",
     "estimate_bytes",
     "available_bytes",
 ]
@@ -149,6 +150,21 @@ def peak_tensor_bytes(fn: Callable[[], Any]) -> tuple[int, Any]:
         live += nbytes
         peak = max(peak, live)
     return peak, result
+
+
+def training_step_cost(
+    model: torch.nn.Module, loss: Callable[[], torch.Tensor], *, repeats: int = 3
+) -> tuple[float, int]:
+    """``(seconds, peak bytes)`` of one training step of ``model``: its gradients cleared,
+    ``loss()`` (the forward pass and the loss; set autocast inside it) and its backward, timed
+    by :func:`time_call` (``repeats`` calls) and measured by :func:`peak_tensor_bytes`."""
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        loss().backward()
+
+    seconds = time_call(step, repeats=repeats)
+    return seconds, peak_tensor_bytes(step)[0]
 
 
 @contextlib.contextmanager

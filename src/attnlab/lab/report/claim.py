@@ -59,12 +59,17 @@ class Claim:
     def variants(self) -> list[tuple[str, tuple[str, ...]]]:
         raise NotImplementedError
 
+    def variants_for(self, options: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+        """The variants given the budget's ``options`` for the claim's task (default: the
+        same whatever the budget, :meth:`variants`; claim 14 sizes its kernels to them)."""
+        return self.variants()
+
     def jobs(self, budget: Budget) -> dict[str, list[Job]]:
         """Per variant label, its job per seed of ``budget``."""
         base = budget.options[self.task]
         return {
             label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
-            for label, options in self.variants()
+            for label, options in self.variants_for(base)
         }
 
     def comparisons(self) -> list[tuple]:

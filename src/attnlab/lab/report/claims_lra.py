@@ -12,16 +12,13 @@ at half, once and twice the budget's bound on tree length: its time and its peak
 from __future__ import annotations
 
 import random
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .budgets import Budget
 from .claim import Claim, Section, compare
-from .jobs import Job, JobResult
+from .jobs import JobResult
 from .stats import Better, Verdict
 
 __all__ = ["EfficientKernels", "listops_measures"]
@@ -74,15 +71,13 @@ class EfficientKernels(Claim):
             "kernel is faster at this length) inconclusive. Slower kernels are shown, not judged.")  # fmt: skip
 
     def variants(self) -> list[tuple[str, tuple[str, ...]]]:
-        return self._variants(max_length(()))
+        return self.variants_for(())
 
-    def _variants(self, length: int) -> list[tuple[str, tuple[str, ...]]]:
+    def variants_for(self, options: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+        """Exact attention and each kernel, sized for the longest trees of ``options`` (the
+        budget's listops options; the task's default without)."""
+        length = max_length(options)
         return [(EXACT, ()), *((name, kernel_options(name, length)) for name in KERNELS)]
-
-    def jobs(self, budget: Budget) -> dict[str, list[Job]]:
-        base = budget.options[self.task]
-        return {label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
-                for label, options in self._variants(max_length(base))}  # fmt: skip
 
     def analyse(self, results: dict[str, list[JobResult]]) -> Section:
         exact = results[EXACT]
@@ -222,7 +217,7 @@ def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -
     e.g. a Linformer's fixed ``max_len``)."""
     import torch
 
-    from attnlab.lab.bench.measure import peak_tensor_bytes
+    from attnlab.lab.bench.measure import training_step_cost
     from attnlab.lab.tasks.longrange.baselines import rule_accuracies
     from attnlab.lab.train.checkpoint import load_for_inference
     from attnlab.lab.train.precision import choose_precision
@@ -241,21 +236,13 @@ def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -
         batch = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
                               for _ in range(BATCH)])  # fmt: skip
 
-        def step(batch=batch) -> None:
-            model.zero_grad(set_to_none=True)
+        def loss(batch=batch) -> torch.Tensor:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = task.loss(model, batch)[0]
-            loss.backward()
+                return task.loss(model, batch)[0]
 
         try:
-            step()  # warm-up
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                step()
-                times.append(time.perf_counter() - t0)
-            peak, _ = peak_tensor_bytes(step)
-            measured[str(n)] = {"step_s": statistics.median(times), "peak_mib": peak / 2**20}
+            seconds, peak = training_step_cost(model, loss, repeats=repeats)
+            measured[str(n)] = {"step_s": seconds, "peak_mib": peak / 2**20}
         except Exception as err:  # a kernel that cannot run a length is a cell, not a failed job
             message = (str(err).splitlines() or [type(err).__name__])[0]
             measured[str(n)] = {"error": "n/a: max_len" if "max_len" in message else message[:80]}
