@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from attnlab.lab.train.batching import eval_order
+from attnlab.lab.train.batching import eval_order, make_batches
 from attnlab.lab.train.checkpoint import load_for_inference
 from attnlab.lab.train.precision import choose_precision
 
@@ -34,9 +34,9 @@ VARIANTS: dict[str, tuple[bool, Callable]] = {
 
 
 def batches(task, examples: list, size: int, by_length: bool) -> Iterator[dict]:
-    order = eval_order(task, examples) if by_length else list(range(len(examples)))
-    for s in range(0, len(order), size):
-        yield task.collate([examples[i] for i in order[s : s + size]])
+    order = eval_order(task, examples) if by_length else range(len(examples))
+    for indices in make_batches(order, batch_size=size):
+        yield task.collate([examples[i] for i in indices])
 
 
 def measure(run: str, split: str, rounds: int) -> dict:

@@ -36,7 +36,7 @@ from attnlab.lab.train import (
     resolve_config,
     save_checkpoint,
 )
-from attnlab.lab.train.batching import eval_order
+from attnlab.lab.train.batching import eval_order, make_batches
 from attnlab.lab.train.distributed import resolve_device
 from attnlab.lab.train.errors import RunComplete
 from attnlab.lab.train.precision import choose_precision
@@ -176,9 +176,8 @@ def _batches(
 ) -> Iterator[dict]:
     """Collated batches of ``size`` examples of similar lengths (:func:`eval_order`), on
     ``device``; ``bar`` counts the examples of each batch once the task is done with it."""
-    order = eval_order(task, examples)
-    for s in range(0, len(order), size):
-        chunk = [examples[i] for i in order[s : s + size]]
+    for indices in make_batches(eval_order(task, examples), batch_size=size):
+        chunk = [examples[i] for i in indices]
         batch = task.collate(chunk)
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         bar.update(len(chunk))

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from attnlab.lab.tasks import Task
-from attnlab.lab.train.batching import eval_order
+from attnlab.lab.train.batching import eval_order, make_batches
 from attnlab.lab.train.feed import Feed
 from attnlab.lab.train.state import TrainState
 
@@ -39,8 +39,7 @@ def evaluate_split(
     """
     if not examples:
         return {}
-    order = eval_order(task, examples)
-    chunks = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    chunks = make_batches(eval_order(task, examples), batch_size=batch_size)
     loader = feed.loader(examples, batch_sampler=chunks)
     model.eval()
     try:
