@@ -175,12 +175,8 @@ class MLMTask(TextTask):
         """Encode the sentences as the masking of their key shows them (pure: each sentence's
         masking is seeded by ``task_options.seed`` and its key)."""
         shown, labels = [], []
-        mask_id, words = self.vocab.index(MASK), (self.vocab.num_reserved, len(self.vocab))
         for tokens, key in examples:
-            ids = torch.tensor(self.vocab.encode(tokens), dtype=torch.long)  # (n,)
-            gen = torch.Generator().manual_seed(sentence_seed(self.options.seed, key))
-            masked = mask_ids(ids, generator=gen, mask_id=mask_id, rule=self.rule, random_ids=words,
-                              choosable=ids != self.vocab.unk_id)  # fmt: skip
+            ids, masked = self._masking(tokens, key)
             # strings, so that character features see <mask>, never the hidden word's letters
             shown.append([t if a == b else self.vocab.token(a) for t, a, b in
                           zip(tokens, masked.inputs.tolist(), ids.tolist())])  # fmt: skip
@@ -190,6 +186,16 @@ class MLMTask(TextTask):
         for i, row in enumerate(labels):
             batch["labels"][i, : len(row)] = row
         return batch
+
+    def _masking(self, tokens: Sequence[str], key: int):
+        """``(ids (n,), masked)``: the sentence's ids and :func:`mask_ids` of them, seeded by
+        ``task_options.seed`` and the sentence's key (what training and evaluation see)."""
+        ids = torch.tensor(self.vocab.encode(tokens), dtype=torch.long)  # (n,)
+        gen = torch.Generator().manual_seed(sentence_seed(self.options.seed, key))
+        words = (self.vocab.num_reserved, len(self.vocab))
+        masked = mask_ids(ids, generator=gen, mask_id=self.vocab.index(MASK), rule=self.rule,
+                          random_ids=words, choosable=ids != self.vocab.unk_id)  # fmt: skip
+        return ids, masked
 
     def build_model(self, model_config: ModelConfig) -> nn.Module:
         self.model_cfg = model_config
@@ -224,12 +230,7 @@ class MLMTask(TextTask):
         the evaluation shows some of them as a random or the same word, BERT's 80/10/10) as
         ``<mask>``, and the sentence itself as the gold answer."""
         tokens, key = example
-        ids = torch.tensor(self.vocab.encode(tokens), dtype=torch.long)  # (n,)
-        gen = torch.Generator().manual_seed(sentence_seed(self.options.seed, key))
-        words = (self.vocab.num_reserved, len(self.vocab))
-        masked = mask_ids(ids, generator=gen, mask_id=self.vocab.index(MASK), rule=self.rule,
-                          random_ids=words, choosable=ids != self.vocab.unk_id)  # fmt: skip
-        hidden = (masked.labels != IGNORE).tolist()
+        hidden = (self._masking(tokens, key)[1].labels != IGNORE).tolist()
         return [MASK if h else t for t, h in zip(tokens, hidden)], " ".join(tokens)
 
     def format_text(self, record: Mapping[str, Any]) -> str:
