@@ -106,15 +106,15 @@ class EfficientKernels(Claim):
                 part = (part[0] + ": slower, not judged", *part[1:])
             parts.append(part)
         section = self._section(results, parts, notes=notes, details=self._costs(results))
-        section.verdict = self._verdict(parts[0][1], judged, speed)
-        if not learnt and parts[0][1] is Verdict.NOT_HELD:
+        section.verdict = self._verdict(parts[0][1], judged)
+        if parts[0][1] is Verdict.NOT_HELD:
             section.notes.append("exact attention did not learn more than the lookup rule at "
                                  "this budget: the trade-off cannot be judged")  # fmt: skip
         section.plot = _lra_plot(self, results, speed, rule)
         return section
 
     @staticmethod
-    def _verdict(learnt: Verdict, judged: list[Verdict], speed: dict[str, float]) -> Verdict:
+    def _verdict(learnt: Verdict, judged: list[Verdict]) -> Verdict:
         if learnt is Verdict.PENDING or any(v is Verdict.PENDING for v in judged):
             return Verdict.PENDING
         if learnt is not Verdict.HELD or not judged:  # nothing learnt, or no kernel faster
@@ -210,11 +210,11 @@ def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None
 
 def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -> dict[str, Any]:
     """What claim 14 takes of a finished ``listops`` run: ``rules`` (each no-training rule's dev
-    accuracy, fitted on the run's train trees) and, with ``costs``, ``costs`` (per length, half,
-    once and twice
-    the run's ``task_options.max_length``: the median time of a training step of the run's model on
-    :data:`BATCH` random sequences and its peak tensor memory, or the error that length gave,
-    e.g. a Linformer's fixed ``max_len``)."""
+    accuracy, fitted on the run's train trees) and, with ``costs``, ``costs``: per length (half,
+    once and twice the run's ``task_options.max_length``) the time of a training step of the
+    run's model on :data:`BATCH` random sequences and its peak tensor memory
+    (:func:`~attnlab.lab.bench.measure.training_step_cost`), or the error that length gave,
+    e.g. a Linformer's fixed ``max_len``."""
     import torch
 
     from attnlab.lab.bench.measure import training_step_cost
