@@ -61,10 +61,6 @@ class TensorBoardLog:
         purge = resume_step + 1 if resume_step is not None else None
         self._writer = SummaryWriter(str(folder), purge_step=purge)
 
-    @property
-    def enabled(self) -> bool:
-        return self._writer is not None
-
     def scalars(self, step: int, values: Mapping[str, float], prefix: str = "") -> None:
         """Write ``prefix + name`` for each finite number of ``values`` at ``step``."""
         if self._writer is None:
