@@ -108,7 +108,7 @@ def test_values_are_dropped_again():
 
 def test_sparse_projection_is_the_masked_product():
     """Sparse x in training: head k's projection is (x with its stored entries masked by head
-    k's mask) @ W_k^T, the mask drawn as one (nnz, H) dropout of ones; the training forward's
+    k's mask) @ W_k^T, the mask drawn as one (H, nnz) dropout of ones; the training forward's
     gradient by gradcheck (the same masks on every call, float64)."""
     x, edges = graph()
     x[x.abs() < 0.8] = 0.0
@@ -118,11 +118,11 @@ def test_sparse_projection_is_the_masked_product():
     torch.manual_seed(3)
     h = layer._project(sparse)  # (n, H, C)
     torch.manual_seed(3)
-    keep = dropout(torch.ones(rows.shape[0], H, dtype=x.dtype), 0.5)
+    keep = dropout(torch.ones(H, rows.shape[0], dtype=x.dtype), 0.5)
     weight = layer.lin.weight.detach().view(H, C, F)
     for k in range(H):
         masked = torch.zeros_like(x)
-        masked[rows, cols] = sparse.values() * keep[:, k]
+        masked[rows, cols] = sparse.values() * keep[k]
         torch.testing.assert_close(h[:, k].detach(), masked @ weight[k].T)
 
     def forward(w: torch.Tensor) -> torch.Tensor:  # the whole training forward, same masks
@@ -130,6 +130,44 @@ def test_sparse_projection_is_the_masked_product():
         return torch.func.functional_call(layer, {"lin.weight": w}, (sparse, edges))
 
     assert torch.autograd.gradcheck(forward, (layer.lin.weight.detach().clone().requires_grad_(),))
+
+
+def test_sparse_projection_gradient_reaches_the_entries():
+    """Sparse features whose stored values require grad (learned inputs) get theirs, by
+    gradcheck (float64, the same masks on every call)."""
+    x, _ = graph()
+    x[x.abs() < 0.8] = 0.0
+    sparse = x.to_sparse().coalesce()
+    rows, cols = sparse.indices()
+    layer = OriginalGATConv(F, C, H, input_dropout=0.5).double().train()
+
+    def project(values: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(3)
+        return layer._project(
+            torch.sparse_coo_tensor(sparse.indices(), values, x.shape, check_invariants=True)
+        )
+
+    values = sparse.values().detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(project, (values,))
+
+
+def test_sparse_projection_follows_a_new_graph():
+    """The layer keeps the sparse product's structure per graph: another graph's features
+    (the same number of entries, other positions) give that graph's product, as a fresh layer
+    computes it."""
+    x, _ = graph()
+    x[x.abs() < 0.8] = 0.0
+    other = x.roll(1, dims=0)  # the same entries, in other rows
+    layer = OriginalGATConv(F, C, H, input_dropout=0.5).double().train()
+    fresh = OriginalGATConv(F, C, H, input_dropout=0.5).double().train()
+    fresh.load_state_dict(layer.state_dict())
+    layer._project(x.to_sparse())
+    torch.manual_seed(5)
+    got = layer._project(other.to_sparse())
+    torch.manual_seed(5)
+    torch.testing.assert_close(got, fresh._project(other.to_sparse()))
+    torch.manual_seed(5)
+    assert not torch.allclose(got, layer._project(x.to_sparse()))
 
 
 def test_glorot_per_head():
