@@ -206,3 +206,49 @@ def test_impossible_combinations_fail_at_construction():
         TransformerSequenceEncoder(D, positional="nope")
     with pytest.raises(ValueError, match="lengths"):
         make("fc")(inputs(), torch.ones(B))
+
+
+def test_length_groups():
+    """Long unequal sequences split where a length drops below 3/4 of its group's longest;
+    short or similar ones stay one batch (None)."""
+    from attnlab.lab.models.encoders import length_groups
+
+    assert length_groups([100, 20, 5]) is None  # the longest is short: not worth a split
+    assert length_groups([1000, 900, 800]) is None  # similar: one group
+    assert length_groups([1000, 400, 900, 0, 300]) == [([0, 2], 1000), ([1, 4], 400), ([3], 1)]
+    assert length_groups([2000, 100, 90, 0]) == [([0], 2000), ([1, 2, 3], 100)]
+    assert length_groups([]) is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(positional=p)
+        for p in [None, "sinusoidal", "rotary", "relative", "alibi", "learned", "recurrent",
+                  "floater", "shaw"]  # fmt: skip
+    ]
+    + [dict(window=2), dict(causal=True)],
+    ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()),
+)
+def test_transformer_in_length_groups_equals_one_batch(options, monkeypatch):
+    """A batch of unequal lengths computed group by group (each group cut to its longest)
+    equals the whole padded batch: the hidden states and every gradient (float64)."""
+    import attnlab.lab.models.encoders as encoders
+
+    lengths = torch.tensor([12, 4, 11, 0, 5, 7])
+    x = torch.randn(6, 12, D, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    sized = dict(max_len=16) if options.get("positional") else {}
+    enc = make("transformer", **sized, **options).double().train()  # dropout 0: deterministic
+    results = []
+    for min_length in (10**9, 4):  # one batch, then groups
+        monkeypatch.setattr(encoders, "GROUP_MIN_LENGTH", min_length)
+        enc.zero_grad()
+        xi = x.clone().requires_grad_()
+        hidden = enc(xi, lengths).hidden
+        (hidden * torch.linspace(-1, 1, D, dtype=torch.float64)).sum().backward()
+        grads = [xi.grad] + [p.grad for p in enc.parameters()]
+        results.append((hidden.detach(), grads))
+    assert encoders.length_groups(lengths.tolist()) is not None  # the groups did run
+    torch.testing.assert_close(results[1][0], results[0][0])
+    for got, want in zip(results[1][1], results[0][1]):
+        torch.testing.assert_close(got, want)
