@@ -6,6 +6,7 @@ Timing is the library's one timer, :func:`attnlab.lab.bench.time_call`
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import torch
@@ -24,3 +25,15 @@ def machine() -> str:
 def matmul_gflops(n: int = 2048, dtype=torch.float32) -> float:
     """The matmul rate of this machine, measured now (GFLOP/s of an n x n x n product)."""
     return matmul_peak(dtype, n, min_time=0.0) / 1e9
+
+
+def parse_with_options(ap: argparse.ArgumentParser) -> argparse.Namespace:
+    """``ap.parse_args()`` for a parser with ``--options`` (``nargs="*"``) taking a run's
+    ``--a.b=v`` options: argparse reads a value that starts with ``--`` as an option of its
+    own, so every ``--a.b=v`` it does not know joins ``args.options``."""
+    args, rest = ap.parse_known_args()
+    unknown = [r for r in rest if not (r.startswith("--") and "." in r.split("=")[0])]
+    if unknown:
+        ap.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.options += rest
+    return args

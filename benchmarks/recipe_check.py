@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import parse_with_options
+
 
 def variants(args: argparse.Namespace) -> dict[str, list[str]]:
     out = {"default": []}
@@ -50,7 +52,7 @@ def main() -> int:
     ap.add_argument("--options", nargs="*", default=[], help="--a.b=v for every run")
     ap.add_argument("--out", default="results/recipe_check")
     ap.add_argument("--collect", action="store_true", help="read finished runs only")
-    args = ap.parse_args()
+    args = parse_with_options(ap)
     rows = {}
     for name, options in variants(args).items():
         rows[name] = [run(args.task, name, s, options, args) for s in args.seeds]

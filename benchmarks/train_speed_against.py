@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import parse_with_options
+
 ROOT = Path(__file__).resolve().parents[1]
 START = "affaaa0"  # issue 34's starting commit
 
@@ -105,7 +107,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="turns of the two sides")
     ap.add_argument("--options", nargs="*", default=[], help="--a.b=value for both sides")
     ap.add_argument("--out", help="write the figures as JSON here")
-    args = ap.parse_args()
+    args = parse_with_options(ap)
     old = worktree(args.against) / "src"
     sides = {args.against: old, "this tree": ROOT / "src"}
     results = {}
