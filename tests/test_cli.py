@@ -61,6 +61,28 @@ def test_predict_text_json_and_stdin(run_dir, capsys, monkeypatch):
 
 
 @needs_data
+def test_predict_in_batches_by_length_equals_one_batch(run_dir, monkeypatch):
+    """Many inputs run in batches of similar lengths (predict_batch at a time): the records are
+    those of one call with every input (no grad, float32: padding is masked), in input order."""
+    from attnlab.lab.predictions import predict_in_batches
+    from attnlab.lab.train import load_for_inference
+
+    task, model, _ = load_for_inference(str(run_dir))
+    words = "show me the flights from boston to denver on monday morning please".split()
+    inputs = [words[: 1 + (7 * k) % len(words)] for k in range(23)]  # lengths in no order
+    calls = []
+    predict = task.predict
+    monkeypatch.setattr(task, "predict_batch", 5)
+    monkeypatch.setattr(task, "predict", lambda m, xs: calls.append(xs) or predict(m, xs))
+    batched = predict_in_batches(task, model, inputs, {})
+    assert [len(c) for c in calls] == [5, 5, 5, 5, 3]
+    sizes = [len(x) for c in calls for x in c]
+    assert sizes == sorted(sizes)  # shortest to longest
+    assert batched == predict(model, inputs)  # one call, every input
+    assert [r["tokens"] for r in batched] == inputs
+
+
+@needs_data
 def test_eval_on_a_conllu_file_and_on_a_split(run_dir, capsys):
     assert main(["eval", str(run_dir), "--data", f"{MIRROR}/ud/en_atis-ud-dev.conllu"]) == 0
     out = capsys.readouterr().out

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from attnlab.lab.predictions import TEST_INDEX, test_inputs, write_predictions
+from attnlab.lab.predictions import TEST_INDEX, predict_in_batches, test_inputs, write_predictions
 from attnlab.lab.tasks import TASKS, Task, TaskCommands
 from attnlab.lab.train import (
     RunConfig,
@@ -316,7 +316,7 @@ def predict_command(
     if texts or not picked:
         inputs += task.command_inputs(texts, options)
     with _autocast(cfg, torch.device("cpu")):
-        records = task.predict(model, inputs, **options)
+        records = predict_in_batches(task, model, inputs, options)
     for record, (_, gold, n) in zip(records, picked):
         record.update(example=f"test:{n}", gold=gold)
     if out is not None:

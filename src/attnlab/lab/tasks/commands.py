@@ -58,6 +58,10 @@ class TaskCommands:
     :class:`~attnlab.lab.tasks.base.Task`."""
 
     name: ClassVar[str] = ""
+    #: ``predict``'s inputs per call, in batches of similar :meth:`input_size` (so that a file
+    #: of thousands of sentences is neither one batch padded to its longest nor a call per
+    #: line); None: one call with every input (e.g. a graph's nodes, which share one forward)
+    predict_batch: ClassVar[int | None] = None
 
     # ---------------------------------------------------------------- commands: inputs
     def add_arguments(self, parser: argparse.ArgumentParser, command: str) -> None:
@@ -136,6 +140,10 @@ class TaskCommands:
         file given to a tagger), raises a ``ValueError`` naming the file and what was expected.
         """
         raise NotImplementedError(f"task {self._label()} cannot read evaluation files")
+
+    def input_size(self, input: Any) -> int:
+        """What sorts ``predict``'s inputs into batches (:attr:`predict_batch`): its length."""
+        return len(input)
 
     # ---------------------------------------------------------------- commands: outputs
     def predict(self, model: nn.Module, inputs: Sequence[Any]) -> list[dict[str, Any]]:

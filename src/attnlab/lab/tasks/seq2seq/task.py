@@ -100,6 +100,7 @@ class G2PTask(Task, TaskCommands):
 
     name = "g2p"
     metric_name = "per"
+    predict_batch = 256  # words per predict call, of similar lengths
     higher_is_better = False
     unit = "tok"
     max_output = MAX_OUTPUT  # the most tokens decoded for one input

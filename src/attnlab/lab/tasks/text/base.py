@@ -43,6 +43,7 @@ class TextTask(Task, TaskCommands):
     """Vocabularies and batching shared by the text tasks."""
 
     output = "token"  # the head: one label per token ("token") or per sentence ("sequence")
+    predict_batch = 64  # sentences per predict call, of similar lengths
 
     def __init__(self) -> None:
         self.vocab: Vocabulary | None = None

@@ -1,0 +1,79 @@
+"""``attnlab predict`` throughput on many inputs: every input in one call (before), against the
+inputs in batches of similar lengths (``predict_in_batches``, now), side by side in one process.
+
+For each run the model is loaded as ``attnlab predict`` loads it, under the run's precision; the
+inputs are the first ``--limit`` examples of the run's test split as ``predict --index`` reads
+them. Each variant runs in turns; the figure is the median over rounds of inputs/s, with
+whether the records equal those of the one call.
+
+    python benchmarks/predict_speed.py RUN [RUN ...] [--limit 2000] [--rounds 3] [--out F.json]
+
+Written for issue 34 ("Inference too"; BENCHMARKS.md, "Training speed").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from attnlab.lab.predictions import predict_in_batches
+from attnlab.lab.train.checkpoint import load_for_inference
+from attnlab.lab.train.precision import choose_precision
+
+
+def measure(run: str, limit: int, rounds: int) -> dict:
+    task, model, cfg = load_for_inference(run, setup=True)
+    inputs = [task.example_input(x)[0] for x in task.splits()["test"][:limit]]
+    variants = {
+        "one call (before)": lambda: task.predict(model, inputs),
+        f"batches of {task.predict_batch} by length (now)": lambda: predict_in_batches(
+            task, model, inputs, {}
+        ),
+    }
+    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    records = {}
+    for _ in range(rounds + 1):  # the first round warms up and is not counted
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                records[name] = fn()
+            times[name].append(time.perf_counter() - t0)
+    first = next(iter(records.values()))
+    return {
+        "run": run, "task": cfg.task, "inputs": len(inputs), "bf16": bf16,
+        "variants": {
+            name: {"inputs_per_s": len(inputs) / statistics.median(times[name][1:]),
+                   "same_records": records[name] == first}
+            for name in variants
+        },
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run directories (or checkpoints)")
+    parser.add_argument("--limit", type=int, default=2000, help="test inputs per run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", help="write the figures as JSON here")
+    args = parser.parse_args()
+    results = []
+    for run in args.runs:
+        r = measure(run, args.limit, args.rounds)
+        results.append(r)
+        base = None
+        for name, v in r["variants"].items():
+            base = base or v["inputs_per_s"]
+            print(f"{r['task']:<8} {r['inputs']:>6} {name:<34} {v['inputs_per_s']:>9.1f}/s "
+                  f"{v['inputs_per_s'] / base:>6.2f}x  same records: {v['same_records']}")  # fmt: skip
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
