@@ -67,8 +67,8 @@ def length_groups(lengths: list[int]) -> list[tuple[list[int], int]] | None:
     Sorted longest first, a group closes at the first sequence shorter than
     :data:`GROUP_SHRINK` times the group's longest, while that longest has at least
     :data:`GROUP_MIN_LENGTH` positions. ListOps' 32 trees of 500-2,000 tokens pad to about
-    1,950 (attention's cost 1.8x the trees' own); in groups, each pads to at most 4/3 of its
-    shortest member.
+    1,950 (attention's cost 1.8x the trees' own); in groups, each group whose longest has 128 or
+    more positions pads to at most 4/3 of its shortest member.
     """
     order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
     if not order or lengths[order[0]] < GROUP_MIN_LENGTH:

@@ -80,7 +80,7 @@ class _BlockDiagonal:
 
     def __init__(self, rows: Tensor, cols: Tensor, n: int, features: int, heads: int) -> None:
         self.rows, self.cols, self.n, self.heads = rows, cols, n, heads
-        self.shape = (heads * n, heads * features)
+        self.shape = (heads * n, heads * features)  # block k: rows k*n.., columns k*features..
         head = torch.arange(heads, device=rows.device).unsqueeze(1)  # (H, 1)
         self.crow = _crow(rows, n, heads)  # rows sorted (coalesced COO)
         self.col = (cols + head * features).reshape(-1)  # (H * nnz,)
@@ -88,10 +88,11 @@ class _BlockDiagonal:
         self.t_crow = _crow(cols[self.by_col], features, heads)
         self.t_col = (rows[self.by_col] + head * n).reshape(-1)
 
-    def matches(self, rows: Tensor, cols: Tensor, n: int, heads: int) -> bool:
-        """Whether entries at ``rows, cols`` of an ``n``-row input have this structure."""
+    def matches(self, rows: Tensor, cols: Tensor, n: int, features: int, heads: int) -> bool:
+        """Whether entries at ``rows, cols`` of an ``(n, features)`` input, for ``heads``
+        heads, have this structure."""
         return (
-            (n, heads) == (self.n, self.heads)
+            (n * heads, features * heads, heads) == (*self.shape, self.heads)
             and rows.shape == self.rows.shape
             and rows.device == self.rows.device
             and torch.equal(rows, self.rows)
@@ -215,8 +216,9 @@ class OriginalGATConv(GATConv):
         rows, cols = x.indices()  # (nnz,) each, sorted by row
         keep = dropout(x.values().new_ones(H, cols.shape[0]), self.input_dropout)
         scaled = x.values() * keep  # (H, nnz): entry value, dropped per head
-        if self._heads_product is None or not self._heads_product.matches(rows, cols, n, H):
-            self._heads_product = _BlockDiagonal(rows, cols, n, x.shape[1], H)
+        F_in = x.shape[1]
+        if self._heads_product is None or not self._heads_product.matches(rows, cols, n, F_in, H):
+            self._heads_product = _BlockDiagonal(rows, cols, n, F_in, H)
         return self._heads_product.apply(scaled, self.lin.weight)  # (n, H, C)
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None,
