@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = add(sub, "report", help="the lecture's claims, each run as an experiment: one report "
              "(report.html, report.md, results.jsonl)")  # fmt: skip
     rp.add_argument("--budget", default="quick", choices=("smoke", "quick", "full"),
-                    help="smoke: the plumbing only (about 2 min); quick: about 20 min on 2 "
+                    help="smoke: the plumbing only (about 2 min); quick: about 30 min on 2 "
                     "cores; full: the recipes, 3 seeds (hours, resumable)")  # fmt: skip
     rp.add_argument("--claims", nargs="+", metavar="NAME",
                     help="only these claims (names or numbers; default: all)")  # fmt: skip
