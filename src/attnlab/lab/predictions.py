@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from torch import nn
+from tqdm import tqdm
 
 from attnlab.lab.tasks import TaskCommands
 from attnlab.lab.train import RunConfig
@@ -54,7 +55,9 @@ def predict_in_batches(
         return task.predict(model, inputs, **options)
     order = sorted(range(len(inputs)), key=lambda k: task.input_size(inputs[k]))
     records: list[dict[str, Any]] = [{}] * len(inputs)
-    for batch in make_batches(order, batch_size=size):
+    batches = make_batches(order, batch_size=size)
+    bar = tqdm(batches, desc="predict", unit="batch", leave=False, disable=len(batches) < 10)
+    for batch in bar:  # a progress bar (stderr) from 10 batches on
         for k, record in zip(batch, task.predict(model, [inputs[k] for k in batch], **options)):
             records[k] = record
     return records
