@@ -2,8 +2,8 @@
 length, under ``no_grad`` and ``inference_mode``, side by side in one process.
 
 For each run directory the model is loaded as ``attnlab eval`` loads it (the run's precision and
-evaluation batch size) and its split is evaluated by each variant in turns; the figure is the
-median over rounds of examples/s, with the largest difference of any metric from file order
+evaluation batch size) and its split is evaluated by each variant in turns
+(``attnlab.lab.bench.time_interleaved``); the figure is the median over rounds of examples/s, with the largest difference of any metric from file order
 (what batching by length changes: padding, and the order floating-point sums add up in).
 
     python benchmarks/eval_speed.py RUN [RUN ...] [--split dev] [--rounds 3] [--out F.json]
@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable, Iterator
 
 import torch
 
+from attnlab.lab.bench import time_interleaved
 from attnlab.lab.train.batching import eval_order, make_batches
 from attnlab.lab.train.checkpoint import load_for_inference
 from attnlab.lab.train.precision import choose_precision
+
+#: time_interleaved's min_time: a pass over a split takes a second or more, so each round times
+#: one call after the one that sizes the block (which warms up)
+ONE_CALL = 1e-3
 
 VARIANTS: dict[str, tuple[bool, Callable]] = {
     # name: (batched by length, grad mode)
@@ -44,20 +47,23 @@ def measure(run: str, split: str, rounds: int) -> dict:
     examples = task.splits()[split]
     size = cfg.train.eval_batch_size or cfg.train.batch_size
     bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
     metrics: dict[str, dict[str, float]] = {}
-    for _ in range(rounds + 1):  # the first round warms up and is not counted
-        for name, (by_length, mode) in VARIANTS.items():
-            t0 = time.perf_counter()
+
+    def evaluation(name: str, by_length: bool, mode: Callable) -> Callable[[], None]:
+        def run() -> None:
             with mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 got = task.evaluate(model, batches(task, examples, size, by_length))
-            times[name].append(time.perf_counter() - t0)
             metrics[name] = {k: float(v) for k, v in got.items()}
+
+        return run
+
+    fns = {name: evaluation(name, *variant) for name, variant in VARIANTS.items()}
+    seconds = time_interleaved(fns, rounds=rounds, min_time=ONE_CALL)
     base = metrics["file order, no_grad"]
     out = {"run": run, "task": cfg.task, "split": split, "examples": len(examples),
            "batch_size": size, "bf16": bf16, "variants": {}}  # fmt: skip
     for name in VARIANTS:
-        rate = len(examples) / statistics.median(times[name][1:])
+        rate = len(examples) / seconds[name]
         diff = max(abs(metrics[name][k] - base[k]) for k in base)
         out["variants"][name] = {"examples_per_s": rate, "max_metric_diff": diff,
                                  "metrics": metrics[name]}  # fmt: skip

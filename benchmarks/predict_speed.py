@@ -3,7 +3,8 @@ inputs in batches of similar lengths (``predict_in_batches``, now), side by side
 
 For each run the model is loaded as ``attnlab predict`` loads it, under the run's precision; the
 inputs are the first ``--limit`` examples of the run's test split as ``predict --index`` reads
-them. Each variant runs in turns; the figure is the median over rounds of inputs/s, with the
+them. The variants are timed in turns (``attnlab.lab.bench.time_interleaved``); the figure is
+the median over rounds of inputs/s, with the
 number of records that differ from the one call's (under bf16 a batch's shape can move a
 rounding, and with it an argmax; in float32 none should).
 
@@ -16,39 +17,46 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
+from collections.abc import Callable
 
 import torch
 
+from attnlab.lab.bench import time_interleaved
 from attnlab.lab.predictions import predict_in_batches
 from attnlab.lab.train.checkpoint import load_for_inference
 from attnlab.lab.train.precision import choose_precision
+
+#: time_interleaved's min_time: predicting 2,000 inputs takes a second or so, so each round
+#: times one call after the one that sizes the block (which warms up)
+ONE_CALL = 1e-3
 
 
 def measure(run: str, limit: int, rounds: int, fp32: bool = False) -> dict:
     task, model, cfg = load_for_inference(run, setup=True)
     inputs = [task.example_input(x)[0] for x in task.splits()["test"][:limit]]
+    bf16 = not fp32 and choose_precision(cfg.train.precision, torch.device("cpu")).bf16
+    records: dict[str, list[dict]] = {}
+
+    def prediction(name: str, fn: Callable[[], list[dict]]) -> Callable[[], None]:
+        def run() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                records[name] = fn()
+
+        return run
+
     variants = {
         "one call (before)": lambda: task.predict(model, inputs),
         f"batches of {task.predict_batch} by length (now)": lambda: predict_in_batches(
             task, model, inputs, {}
         ),
     }
-    bf16 = not fp32 and choose_precision(cfg.train.precision, torch.device("cpu")).bf16
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    records = {}
-    for _ in range(rounds + 1):  # the first round warms up and is not counted
-        for name, fn in variants.items():
-            t0 = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                records[name] = fn()
-            times[name].append(time.perf_counter() - t0)
-    first = next(iter(records.values()))
+    fns = {name: prediction(name, fn) for name, fn in variants.items()}
+    seconds = time_interleaved(fns, rounds=rounds, min_time=ONE_CALL)
+    first = records[next(iter(variants))]  # the one call
     return {
         "run": run, "task": cfg.task, "inputs": len(inputs), "bf16": bf16,
         "variants": {
-            name: {"inputs_per_s": len(inputs) / statistics.median(times[name][1:]),
+            name: {"inputs_per_s": len(inputs) / seconds[name],
                    "records_differing": sum(a != b for a, b in zip(records[name], first))}
             for name in variants
         },
