@@ -68,7 +68,20 @@ def test_predict_in_batches_by_length_equals_one_batch(run_dir, monkeypatch):
     from attnlab.lab.train import load_for_inference
 
     task, model, _ = load_for_inference(str(run_dir))
-    words = "show me the flights from boston to denver on monday morning please".split()
+    words = [
+        "show",
+        "me",
+        "the",
+        "flights",
+        "from",
+        "boston",
+        "to",
+        "denver",
+        "on",
+        "monday",
+        "morning",
+        "please",
+    ]
     inputs = [words[: 1 + (7 * k) % len(words)] for k in range(23)]  # lengths in no order
     calls = []
     predict = task.predict
