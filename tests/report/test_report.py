@@ -14,6 +14,7 @@ from attnlab.lab.cli import main
 from attnlab.lab.report import run as report_run
 from attnlab.lab.report.claims import BUDGETS, CLAIMS
 from attnlab.lab.report.jobs import Job, read_results
+from attnlab.lab.tasks.registry import TASKS
 
 pytestmark = pytest.mark.usefixtures("data_mirror")
 
@@ -148,10 +149,27 @@ def test_bad_input_is_one_line(tmp_path, capsys):
 
 
 def test_a_job_key_is_its_configuration_not_its_name():
-    a = Job("pos", ("--a=1", "--b=2"), 0, "one name")
-    assert a.key == Job("pos", ("--b=2", "--a=1"), 0, "another").key
-    assert a.key != Job("pos", ("--a=1", "--b=2"), 1).key
-    assert a.key != Job("pos", ("--a=1", "--b=3"), 0).key
+    a = Job("pos", ("--train.lr=0.002", "--model.encoder.depth=1"), 0, "one name")
+    assert a.key == Job("pos", ("--model.encoder.depth=1", "--train.lr=2e-3"), 0, "another").key
+    assert a.key != Job("pos", a.options, 1).key
+    assert a.key != Job("pos", ("--train.lr=0.002", "--model.encoder.depth=3"), 0).key
+    # an option that says the default names the default's run
+    assert Job("pos", ("--train.lr=0.001",), 0).key == Job("pos", (), 0).key
+
+
+def test_a_job_key_follows_the_tasks_defaults(monkeypatch):
+    """A recipe's default that changes re-keys its jobs: old results are not served for it."""
+    job = Job("pos", ("--model.encoder.depth=1",), 0)
+    before = job.key
+    recipe = TASKS.get("pos").default_train_options()
+    monkeypatch.setattr(TASKS.get("pos"), "default_train_options",
+                        classmethod(lambda cls: {**recipe, "weight_decay": 0.123}))  # fmt: skip
+    assert Job("pos", job.options, 0).key != before
+
+
+def test_a_bad_job_option_names_itself():
+    with pytest.raises(ValueError, match="unknown setting 'train.nope'"):
+        Job("pos", ("--train.nope=1",), 0).key  # noqa: B018
 
 
 def test_ray_runs_the_jobs_on_a_local_cluster(tmp_path):

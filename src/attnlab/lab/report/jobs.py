@@ -1,6 +1,10 @@
 """A report's runs as jobs: each a training run keyed by a hash of its full configuration, so
 that a finished job is never run again and an interrupted one resumes.
 
+The key hashes the *resolved* configuration (the task's defaults with the job's options on top,
+as ``attnlab train`` would run it), not the options as written: when a task's default changes,
+its jobs get new keys and run again instead of serving results of the old recipe.
+
 A job's directory ``OUT/jobs/KEY/`` is the run (``attnlab train --out_dir``; ``--resume`` when
 it exists without a result) and ``OUT/jobs/KEY/result.json`` its result, written atomically
 once the run has finished. Results live with their jobs, so shards of one report running on
@@ -14,15 +18,20 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from attnlab.lab.train.atomic import atomic_write_text
+from attnlab.lab.train.config import resolve_config
 
 __all__ = ["Job", "JobResult", "read_result", "read_results", "write_results", "shard"]
 
 #: bump when what a key covers changes (a key names the same run forever)
-JOB_FORMAT = 1
+JOB_FORMAT = 2
+
+#: settings of where and how a run is written, not of what it computes: not in the key
+_NOT_KEYED = {"out_dir": None, "train": ("resume", "overwrite", "log_every", "tensorboard")}
 
 
 @dataclass(frozen=True)
@@ -38,11 +47,22 @@ class Job:
     seed: int
     label: str = field(default="", compare=False)
 
-    @property
+    @cached_property
     def key(self) -> str:
-        spec = {"format": JOB_FORMAT, "task": self.task, "options": sorted(self.options),
-                "seed": self.seed}  # fmt: skip
+        spec = {"format": JOB_FORMAT, "config": self.config()}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    def config(self) -> dict[str, Any]:
+        """The run's resolved configuration as the key covers it (a bad option raises here,
+        naming it, before anything runs)."""
+        cfg = resolve_config(task=self.task, overrides=[*self.options, f"--train.seed={self.seed}"])
+        tree = cfg.to_dict()
+        for section, names in _NOT_KEYED.items():
+            if names is None:
+                tree.pop(section, None)
+            else:
+                tree[section] = {k: v for k, v in tree[section].items() if k not in names}
+        return tree
 
     def argv(self, out: Path) -> list[str]:
         """The ``attnlab`` command line of this job, its run written to ``out``."""
