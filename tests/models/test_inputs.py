@@ -16,6 +16,7 @@ from attnlab.lab.models import (
     Vocabulary,
     encode_batch,
 )
+from attnlab.lab.models.chars import ROW_MULTIPLE
 
 TRAIN = [["I", "saw", "a", "saw"], ["she", "walked", "quickly"]]
 
@@ -94,6 +95,30 @@ def test_char_cnn_ignores_character_padding():
     assert out.shape == (2, 3, 12)
     torch.testing.assert_close(out, out_wider)
     assert (out[1, 2] == 0).all()
+
+
+def test_char_cnn_convolves_a_recurring_number_of_words_with_the_same_result():
+    """The real words are padded to a multiple of ROW_MULTIPLE before the convolution (a new
+    count every batch would be a new oneDNN kernel every step); the padding rows change nothing,
+    forward or backward, against convolving every word of the batch."""
+    torch.manual_seed(0)
+    cnn = CharCNN(30, char_dim=8, channels=12, kernel=3).double()
+    chars = torch.randint(1, 30, (3, 50, 6))
+    chars[0, 40:] = 0  # padding positions: no characters
+    chars[2, 7:] = 0
+    chars[1, 3, 2:] = 0
+    seen = []
+    cnn.conv.register_forward_hook(lambda mod, args, out: seen.append(args[0].shape[0]))
+    out = cnn(chars)
+    real = int((chars != 0).any(dim=2).sum())  # 40 + 50 + 7 = 97 words
+    assert seen == [-(-real // ROW_MULTIPLE) * ROW_MULTIPLE]
+    every = cnn._features(chars.reshape(-1, 6)).view(3, 50, -1)  # every slot, no selection
+    torch.testing.assert_close(out, every, rtol=0, atol=1e-12)
+    weights = torch.randn_like(out)
+    grads = torch.autograd.grad((out * weights).sum(), list(cnn.parameters()))
+    ref = torch.autograd.grad((every * weights).sum(), list(cnn.parameters()))
+    for g, r in zip(grads, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
 
 
 def test_missing_chars_is_a_clear_error(vocabs):

@@ -22,7 +22,10 @@ from torch import Tensor, nn
 
 from attnlab.lab.models.vocab import PAD_ID
 
-__all__ = ["CharCNN"]
+__all__ = ["CharCNN", "ROW_MULTIPLE"]
+
+#: the words convolved at once are padded to a multiple of this (see ``CharCNN.forward``)
+ROW_MULTIPLE = 64
 
 
 class CharCNN(nn.Module):
@@ -60,7 +63,12 @@ class CharCNN(nn.Module):
         # of sentences (often most of its b*n slots) are all-padding words, whose features
         # are zeros anyway. The result is the same; the work is the real words'.
         words = (flat != PAD_ID).any(dim=1).nonzero().squeeze(1)  # (w,) rows with characters
-        h = self._features(flat.index_select(0, words))  # (w, f)
+        rows = flat.index_select(0, words)  # (w, c)
+        # A count of real words that differs in every batch would be a new convolution shape in
+        # every step, and oneDNN compiles a kernel per shape; padded to a multiple of
+        # ROW_MULTIPLE with empty words (zeros, no gradient), a few shapes recur.
+        extra = -len(words) % ROW_MULTIPLE
+        h = self._features(F.pad(rows, (0, 0, 0, extra), value=PAD_ID))[: len(words)]  # (w, f)
         out = h.new_zeros(b * n, h.shape[1]).index_copy(0, words, h)  # (b*n, f)
         return out.view(b, n, -1)  # (b, n, f)
 
