@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the toy task
 from attnlab.lab.bench.train import (
@@ -109,6 +110,26 @@ def test_a_variant_of_options_is_the_eager_step_with_them():
     )  # fmt: skip
     assert list(result["variants"]) == ["eager", "wide"]
     assert result["matmul_peak_flops"].keys() == {"fp32"}
+
+
+def test_each_variant_runs_batches_no_other_variant_ran(monkeypatch):
+    """oneDNN caches a kernel per shape for the whole process: a variant that followed another
+    through the same batches would find its kernels compiled and look faster."""
+    seen: dict[int, list[torch.Tensor]] = {}
+    step = Trainer.train_step
+
+    def spy(self, micros):
+        seen.setdefault(id(self), []).append(micros[0][0]["ids"])
+        return step(self, micros)
+
+    monkeypatch.setattr(Trainer, "train_step", spy)
+    bench_train(
+        "toy", TOY, variants=["eager", "same=--train.precision=fp32"], steps=3, warmup=1,
+        rounds=1, profile_steps=0, flop_steps=1, peak_seconds=0.1, log=lambda _: None,
+    )  # fmt: skip
+    first, second = seen.values()
+    assert len(first) == len(second) == 4
+    assert not any(a.shape == b.shape and torch.equal(a, b) for a in first for b in second)
 
 
 def test_unknown_variant_and_bad_counts_are_refused():
