@@ -88,8 +88,10 @@ class TrainConfig:
         compile_mode: ``torch.compile``'s mode: ``"default"``, ``"reduce-overhead"`` (CUDA
             graphs), ``"max-autotune"`` or ``"max-autotune-no-cudagraphs"``.
         pad_multiple: pad every padded dimension of a batch (sequence length, characters per
-            word) up to a multiple of this, so that a compiled model meets few shapes; padding
-            is inert (None: 8 with ``compile``, else 1, no padding).
+            word) up to a multiple of this, so that a compiled model meets few shapes, and so
+            does oneDNN in eager mode (it compiles a kernel per new shape of a convolution or
+            bfloat16 matmul: ``pos`` sets 8 and trains 1.03x faster); padding is inert
+            (None: 8 with ``compile``, else 1, no padding).
         patience: stop after this many evaluations without a better dev score (0: never).
         eval_every: evaluate on dev every this many steps (0: at the end of each epoch).
         checkpoint_every: also write ``last.pt`` every this many steps (0: only at evaluations
