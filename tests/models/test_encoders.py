@@ -220,14 +220,23 @@ def test_length_groups():
     assert length_groups([]) is None
 
 
+#: every positional encoding the transformer encoder takes
+POSITIONALS = (
+    None,
+    "sinusoidal",
+    "rotary",
+    "relative",
+    "alibi",
+    "learned",
+    "recurrent",
+    "floater",
+    "shaw",
+)
+
+
 @pytest.mark.parametrize(
     "options",
-    [
-        dict(positional=p)
-        for p in [None, "sinusoidal", "rotary", "relative", "alibi", "learned", "recurrent",
-                  "floater", "shaw"]  # fmt: skip
-    ]
-    + [dict(window=2), dict(causal=True)],
+    [dict(positional=p) for p in POSITIONALS] + [dict(window=2), dict(causal=True)],
     ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()),
 )
 def test_transformer_in_length_groups_equals_one_batch(options, monkeypatch):
