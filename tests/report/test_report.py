@@ -15,6 +15,7 @@ from attnlab.lab.report import run as report_run
 from attnlab.lab.report.claims import BUDGETS, CLAIMS
 from attnlab.lab.report.jobs import Job, read_results
 from attnlab.lab.tasks.registry import TASKS
+from attnlab.lab.train.config import resolve_config
 
 pytestmark = pytest.mark.usefixtures("data_mirror")
 
@@ -154,7 +155,8 @@ def test_a_job_key_is_its_configuration_not_its_name():
     assert a.key != Job("pos", a.options, 1).key
     assert a.key != Job("pos", ("--train.lr=0.002", "--model.encoder.depth=3"), 0).key
     # an option that says the default names the default's run
-    assert Job("pos", ("--train.lr=0.001",), 0).key == Job("pos", (), 0).key
+    depth = resolve_config(task="pos").model.encoder.depth
+    assert Job("pos", (f"--model.encoder.depth={depth}",), 0).key == Job("pos", (), 0).key
 
 
 def test_a_job_key_follows_the_tasks_defaults(monkeypatch):
