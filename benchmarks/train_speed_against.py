@@ -67,6 +67,8 @@ for _ in range(steps):
     step(micros)
     examples += n
 seconds = time.perf_counter() - t0
+getattr(trainer, "close", lambda: None)()
+__import__("shutil").rmtree(cfg.out_dir, ignore_errors=True)  # the run's scratch directory
 precision = getattr(cfg.train, "precision", "bf16" if getattr(cfg.train, "bf16", False) else "fp32")
 print(json.dumps({"examples_per_s": examples / seconds, "seconds": seconds,
                   "precision": getattr(getattr(trainer, "precision", None), "name", precision),

@@ -386,7 +386,7 @@ def test_describe_options_lists_every_option_with_type_default_and_description(t
         [i] = [i for i, line in enumerate(lines) if line.split()[:1] == [f"--{name}"]]
         assert "(default: " in lines[i], name
         assert lines[i + 1].startswith("      ") and lines[i + 1].strip(), f"{name}: no description"
-    assert "--train.lr float  (default: 0.001)" in text
+    assert f"--train.lr float  (default: {cfg.train.lr})" in text  # the task's recipe
     assert (
         "--model.encoder.kind transformer | fc | cnn | rnn | cnn-attention  (default: transformer)"
         in text
@@ -410,7 +410,7 @@ def test_cli_train_task_help_lists_the_options(capsys):
 
     assert main(["train", "pos", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "usage: attnlab train" in out and "--train.lr float  (default: 0.001)" in out
+    assert "usage: attnlab train" in out and "--train.lr float  (default: 0.002)" in out  # pos's
     assert "peak learning rate of AdamW." in out
     # the options given are applied first: here the kind (also by its old shorthand)
     assert (
