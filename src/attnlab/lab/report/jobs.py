@@ -23,15 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.lab.train.atomic import atomic_write_text
+from attnlab.lab.train.checkpoint import BOOKKEEPING
 from attnlab.lab.train.config import resolve_config
 
 __all__ = ["Job", "JobResult", "read_result", "read_results", "write_results", "shard"]
 
 #: bump when what a key covers changes (a key names the same run forever)
 JOB_FORMAT = 2
-
-#: settings of where and how a run is written, not of what it computes: not in the key
-_NOT_KEYED = {"out_dir": None, "train": ("resume", "overwrite", "log_every", "tensorboard")}
 
 
 @dataclass(frozen=True)
@@ -53,16 +51,11 @@ class Job:
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def config(self) -> dict[str, Any]:
-        """The run's resolved configuration as the key covers it (a bad option raises here,
-        naming it, before anything runs)."""
+        """The run's resolved configuration as the key covers it: without the settings that
+        do not change the trained weights (``BOOKKEEPING``, as a resume compares configs). A
+        bad option raises here, naming it, before anything runs."""
         cfg = resolve_config(task=self.task, overrides=[*self.options, f"--train.seed={self.seed}"])
-        tree = cfg.to_dict()
-        for section, names in _NOT_KEYED.items():
-            if names is None:
-                tree.pop(section, None)
-            else:
-                tree[section] = {k: v for k, v in tree[section].items() if k not in names}
-        return tree
+        return _without(cfg.to_dict(), BOOKKEEPING)
 
     def argv(self, out: Path) -> list[str]:
         """The ``attnlab`` command line of this job, its run written to ``out``."""
@@ -92,6 +85,12 @@ class JobResult:
     def dev(self) -> float:
         """The run's best dev score (the task's metric)."""
         return float(self.metrics["best_score"])
+
+
+def _without(tree: dict[str, Any], names: frozenset[str], prefix: str = "") -> dict[str, Any]:
+    """``tree`` without the entries whose dotted names are in ``names``."""
+    return {k: _without(v, names, f"{prefix}{k}.") if isinstance(v, dict) else v
+            for k, v in tree.items() if f"{prefix}{k}" not in names}  # fmt: skip
 
 
 def job_dir(out: Path, job: Job) -> Path:
