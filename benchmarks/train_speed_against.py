@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 START = "affaaa0"  # issue 34's starting commit
 
 CHILD = r"""
-import json, sys, tempfile, time
+import json, shutil, sys, tempfile, time
 import torch
 from tqdm import tqdm
 from attnlab.lab.train import Trainer
@@ -68,7 +68,7 @@ for _ in range(steps):
     examples += n
 seconds = time.perf_counter() - t0
 getattr(trainer, "close", lambda: None)()
-__import__("shutil").rmtree(cfg.out_dir, ignore_errors=True)  # the run's scratch directory
+shutil.rmtree(cfg.out_dir, ignore_errors=True)  # the run's scratch directory
 precision = getattr(cfg.train, "precision", "bf16" if getattr(cfg.train, "bf16", False) else "fp32")
 print(json.dumps({"examples_per_s": examples / seconds, "seconds": seconds,
                   "precision": getattr(getattr(trainer, "precision", None), "name", precision),
