@@ -121,6 +121,30 @@ def test_char_cnn_convolves_a_recurring_number_of_words_with_the_same_result():
         torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
 
 
+def test_char_cnn_pools_the_max_over_real_characters_as_the_formula_says():
+    """Padded slots are zeroed before a max_pool1d (after the ReLU nothing is below 0); the
+    result and the gradients are the formula's max over the real characters only (float64,
+    where ties do not occur), and a word without characters gets zeros."""
+    torch.manual_seed(0)
+    cnn = CharCNN(30, char_dim=8, channels=12, kernel=3).double()
+    words = torch.randint(1, 30, (9, 7))
+    words[0, 2:] = 0
+    words[4, 5:] = 0
+    words[8] = 0  # no characters
+    got = cnn._features(words)
+    h = F.relu(cnn.conv(cnn.embed(words).transpose(1, 2)))  # (w, f, c)
+    real = (words != 0).unsqueeze(1)
+    want = h.masked_fill(~real, float("-inf")).amax(dim=2)
+    want = torch.where(real.any(dim=2), want, torch.zeros_like(want))
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert (got[8] == 0).all()
+    weights = torch.randn_like(got)
+    grads = torch.autograd.grad((got * weights).sum(), list(cnn.parameters()))
+    ref = torch.autograd.grad((want * weights).sum(), list(cnn.parameters()))
+    for g, r in zip(grads, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
+
+
 def test_missing_chars_is_a_clear_error(vocabs):
     vocab, chars = vocabs
     layer = EmbeddingInput(len(vocab), 8, char_vocab_size=len(chars))

@@ -78,7 +78,9 @@ class CharCNN(nn.Module):
         e = self.embed(words).transpose(1, 2)  # (w, e, c)
         h = F.relu(self.conv(e))  # (w, f, c)
         # The max ignores padded character slots, so a word's vector does not depend on the
-        # longest word of its batch.
+        # longest word of its batch. After the ReLU every value is >= 0, so a padded slot set
+        # to 0 never exceeds the max of the real ones, and a word without characters gets 0.
+        # max_pool1d, not amax: its backward routes the gradient to one index instead of
+        # comparing every slot with the max (4-5% of pos's training step).
         valid = (words != PAD_ID).unsqueeze(1)  # (w, 1, c)
-        h = h.masked_fill(~valid, float("-inf")).amax(dim=2)  # (w, f)
-        return torch.where(valid.any(dim=2), h, torch.zeros_like(h))
+        return F.max_pool1d(h.masked_fill(~valid, 0.0), h.shape[2]).squeeze(2)  # (w, f)
