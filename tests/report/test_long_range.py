@@ -116,11 +116,31 @@ def test_the_attention_variant_is_chosen_on_dev_not_on_the_pairs():
     assert "bigger (chosen on dev)" in section.comparisons[1][0]
 
 
+def test_a_variant_still_running_keeps_the_verdict_pending():
+    claim = LongRange()
+    section = _analyse(claim, [0.90, 0.93], extra={claim.PRETRAINED: []})
+    assert section.comparisons[1][1] is Verdict.PENDING  # the choice on dev is not made yet
+
+
+def test_the_pretrained_variant_fine_tunes_a_masked_lm_of_the_taggers_shape():
+    claim, smoke = LongRange(), BUDGETS["smoke"]
+    runs = claim.jobs(smoke)[claim.PRETRAINED]
+    assert [j.seed for j in runs] == list(smoke.seeds)
+    mlm = runs[0].init
+    assert all(j.init == mlm for j in runs) and mlm.task == "mlm" and mlm.seed == 0
+    tagger, lm = runs[0].config()["model"], mlm.config()["model"]
+    assert lm["input"]["dim"] == tagger["input"]["dim"] == 32  # the budget's tagger shape
+    for name in ("positional", "dropout", "depth", "heads", "ff_hidden"):
+        assert lm["encoder"][name] == tagger["encoder"][name], name
+    assert mlm.config()["task_options"]["lowercase"] is False  # rows match the tagger's words
+
+
 def test_claim_3_trains_its_own_recipe_beyond_the_smoke_budget():
     claim, window = LongRange(), CLAIMS["a window gives context"]
     keys = lambda jobs: {j.key for rs in jobs.values() for j in rs}  # noqa: E731
     smoke = BUDGETS["smoke"]
-    assert keys(claim.jobs(smoke)) <= keys(window.jobs(smoke))  # shared with claim 1: run once
+    own = {k: v for k, v in claim.jobs(smoke).items() if k != claim.PRETRAINED}
+    assert keys(own) <= keys(window.jobs(smoke))  # shared with claim 1: run once
     for rs in claim.jobs(BUDGETS["quick"]).values():
         names = [o.split("=")[0] for o in rs[0].options]
         assert len(names) == len(set(names))  # each option once: the claim's replace the budget's

@@ -13,8 +13,9 @@ import pytest
 from attnlab.lab.cli import main
 from attnlab.lab.report import run as report_run
 from attnlab.lab.report.claims import BUDGETS, CLAIMS
-from attnlab.lab.report.jobs import Job, read_results
+from attnlab.lab.report.jobs import Job, read_results, shard
 from attnlab.lab.tasks.registry import TASKS
+from attnlab.lab.train import RunError
 from attnlab.lab.train.config import resolve_config
 
 pytestmark = pytest.mark.usefixtures("data_mirror")
@@ -51,8 +52,9 @@ def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(s
     assert page.count("data:image/png;base64,") == len(trained)
     assert "## 9. a convolution is a restricted self-attention: held" in md  # exact at any budget
     results = read_results(smoke / "results.jsonl")
-    assert len(results) == len({j.key for c in CLAIMS.values()
-                                for runs in c.jobs(BUDGETS["smoke"]).values() for j in runs})  # fmt: skip
+    assert len(results) == len({step.key for c in CLAIMS.values()
+                                for runs in c.jobs(BUDGETS["smoke"]).values() for j in runs
+                                for step in j.chain()})  # fmt: skip
     assert all(r.provenance["torch"] and r.provenance["cpu"] for r in results)
     assert "attnlab report --budget smoke --claims 1" in md
 
@@ -167,6 +169,44 @@ def test_a_job_key_follows_the_tasks_defaults(monkeypatch):
     monkeypatch.setattr(TASKS.get("pos"), "default_train_options",
                         classmethod(lambda cls: {**recipe, "weight_decay": 0.123}))  # fmt: skip
     assert Job("pos", job.options, 0).key != before
+
+
+def test_a_job_that_starts_from_another_is_keyed_and_run_after_it(tmp_path):
+    mlm = Job("mlm", ("--train.max_steps=3",), 0, "pre-training")
+    tuned = Job("pos", ("--train.max_steps=3",), 0, "tuned", init=mlm)
+    assert tuned.key != Job("pos", tuned.options, 0).key
+    other_init = Job("mlm", ("--train.max_steps=4",), 0)
+    assert tuned.key != Job("pos", tuned.options, 0, init=other_init).key
+    assert tuned.chain() == [mlm, tuned] and tuned.root == mlm
+    run = tmp_path / "jobs" / tuned.key
+    assert f"--model.init={tmp_path / 'jobs' / mlm.key}" in tuned.argv(run)
+    assert tuned.commands() == [f"{mlm.command()} --out_dir=runs/{mlm.key}",
+                                f"{tuned.command()}"]  # fmt: skip
+    assert f"--model.init=runs/{mlm.key}" in tuned.command()
+    others = [Job("pos", (f"--train.max_steps={n}",), 0) for n in range(1, 6)]
+    plan = [tuned, *others, mlm]
+    for n in (1, 2, 3):
+        shards = [shard(plan, f"{i}/{n}") for i in range(1, n + 1)]
+        assert sorted(j.key for s in shards for j in s) == sorted(j.key for j in plan)
+        with_it = next(s for s in shards if tuned in s)
+        assert with_it.index(mlm) < with_it.index(tuned)  # together, the init job first
+    assert report_run._waves([tuned, *others, mlm]) == [sorted([*others, mlm], key=plan.index),
+                                                        [tuned]]  # fmt: skip
+    with pytest.raises(RunError, match="starts from job pre-training, which has not finished"):
+        report_run.run_one(tuned, tmp_path)
+
+
+def test_the_smoke_reports_fine_tuned_tagger_starts_from_its_pre_training(smoke):
+    results = read_results(smoke / "results.jsonl")
+    mlm = [r for r in results if r.task == "mlm"]
+    assert len(mlm) == 1  # recorded with the others; one run for every seed
+    tuned = [r for r in results if "pre-trained" in r.label]
+    assert tuned
+    for r in tuned:
+        config = json.loads((smoke / "jobs" / r.key / "config.json").read_text())
+        assert config["model"]["init"] == str(smoke / "jobs" / mlm[0].key)
+    md = (smoke / "report.md").read_text()
+    assert md.index(f"--out_dir=runs/{mlm[0].key}") < md.index(f"--model.init=runs/{mlm[0].key}")
 
 
 def test_a_bad_job_option_names_itself():

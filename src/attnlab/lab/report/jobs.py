@@ -37,18 +37,27 @@ class Job:
     """One training run: ``attnlab train TASK OPTIONS --train.seed=SEED``.
 
     ``label`` names it in the report ("fc, k=3"); it is not part of the key, so claims that
-    need the same run share it.
+    need the same run share it. ``init``: a job whose run this one starts from
+    (``--model.init``, e.g. a pre-training); it runs first, and its key is part of this one's.
     """
 
     task: str
     options: tuple[str, ...]
     seed: int
     label: str = field(default="", compare=False)
+    init: Job | None = None
 
     @cached_property
     def key(self) -> str:
         spec = {"format": JOB_FORMAT, "config": self.config()}
+        if self.init is not None:  # absent otherwise: the keys of jobs without one stay put
+            spec["init"] = self.init.key
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def root(self) -> Job:
+        """The first job of this one's chain of ``init`` jobs (itself, without one)."""
+        return self if self.init is None else self.init.root
 
     def config(self) -> dict[str, Any]:
         """The run's resolved configuration as the key covers it: without the settings that
@@ -58,14 +67,32 @@ class Job:
         return _without(cfg.to_dict(), BOOKKEEPING)
 
     def argv(self, out: Path) -> list[str]:
-        """The ``attnlab`` command line of this job, its run written to ``out``."""
+        """The ``attnlab`` command line of this job, its run written to ``out`` (its ``init``
+        job's run beside it, in ``out``'s parent)."""
         resume = ["--resume"] if out.exists() and (out / "config.json").exists() else []
-        return ["train", self.task, *self.options, f"--train.seed={self.seed}",
+        init = [] if self.init is None else [f"--model.init={out.parent / self.init.key}"]
+        return ["train", self.task, *self.options, *init, f"--train.seed={self.seed}",
                 f"--out_dir={out}", *resume]  # fmt: skip
 
     def command(self) -> str:
-        """The command that reproduces this job alone."""
-        return " ".join(["attnlab", "train", self.task, *self.options, f"--train.seed={self.seed}"])
+        """The command that reproduces this job alone (after its ``init`` job's, which writes
+        ``runs/KEY``: a job with one reads it)."""
+        words = ["attnlab", "train", self.task, *self.options]
+        if self.init is not None:
+            words.append(f"--model.init=runs/{self.init.key}")
+        return " ".join([*words, f"--train.seed={self.seed}"])
+
+    def commands(self) -> list[str]:
+        """The commands that reproduce this job: its ``init`` job's (writing ``runs/KEY``, where
+        this one reads it), then its own."""
+        if self.init is None:
+            return [self.command()]
+        *before, last = self.init.commands()
+        return [*before, f"{last} --out_dir=runs/{self.init.key}", self.command()]
+
+    def chain(self) -> list[Job]:
+        """This job's ``init`` jobs, first to last, then itself."""
+        return [*([] if self.init is None else self.init.chain()), self]
 
 
 @dataclass
@@ -138,13 +165,14 @@ def write_results(path: Path, results: Iterable[JobResult]) -> None:
 
 
 def shard(jobs: Sequence[Job], spec: str | None) -> list[Job]:
-    """The jobs of shard ``I/N`` (1-based: every job whose position, by key, is ``I - 1``
-    modulo ``N``); all of them without a spec.
+    """The jobs of shard ``I/N`` (1-based: every job whose root's position, by key, is ``I - 1``
+    modulo ``N``: a job and the ``init`` jobs it starts from share a shard), each after its
+    ``init`` job; all of them without a spec.
 
     Raises:
         ValueError: a spec that is not ``I/N`` with ``1 <= I <= N``.
     """
-    ordered = sorted(set(jobs), key=lambda j: j.key)
+    ordered = sorted(set(jobs), key=lambda j: (len(j.chain()), j.key))  # init jobs first
     if spec is None:
         return ordered
     try:
@@ -155,7 +183,8 @@ def shard(jobs: Sequence[Job], spec: str | None) -> list[Job]:
         raise ValueError(
             f"--shard: expected I/N with 1 <= I <= N (e.g. 1/4), got {spec!r}"
         ) from None
-    return ordered[i - 1 :: n]
+    roots = sorted({j.root.key for j in ordered})[i - 1 :: n]
+    return [j for j in ordered if j.root.key in roots]
 
 
 def _parse(text: str, where: str) -> JobResult:

@@ -33,13 +33,19 @@ def sections(
     done = []
     for claim in claims:
         results = {}
+        commands: dict[str, None] = {}  # in order, once each: a job's init jobs first
         for label, runs in claim.jobs(budget).items():
             results[label] = [r for r in (read_result(out, j) for j in runs) if r is not None]
             found.update({r.key: r for r in results[label]})
+            for job in runs:
+                for step in job.chain()[:-1]:  # the runs it starts from: theirs too
+                    if (r := read_result(out, step)) is not None:
+                        found[r.key] = r
+                commands.update(dict.fromkeys(job.commands()))
         section = claim.analyse(results)
         section.commands = [
             f"attnlab report --budget {budget.name} --claims {claim.number} --out {out}",
-            *sorted({j.command() for runs in claim.jobs(budget).values() for j in runs}),
+            *sorted(commands, key=lambda c: ("--model.init=" in c, c)),
         ]
         done.append(section)
     return done, list(found.values())

@@ -78,12 +78,21 @@ def report_command(
 
 
 def _jobs(claims: Sequence[Claim], budget) -> list[Job]:
+    """Every job of ``claims``, once, with the ``init`` jobs they start from."""
     seen: dict[str, Job] = {}
     for claim in claims:
         for runs in claim.jobs(budget).values():
             for job in runs:
-                seen.setdefault(job.key, job)
+                for step in job.chain():
+                    seen.setdefault(step.key, step)
     return list(seen.values())
+
+
+def _waves(todo: Sequence[Job]) -> list[list[Job]]:
+    """``todo`` in waves that can run at once: a job after the wave of its ``init`` job (which
+    may have finished before: then it is not in ``todo``)."""
+    depth = {j.key: len(j.chain()) for j in todo}
+    return [[j for j in todo if depth[j.key] == d] for d in sorted(set(depth.values()))]
 
 
 def _writable(out: Path) -> None:
@@ -152,10 +161,11 @@ def _run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
         context = get_context("spawn")
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                  initargs=(_threads(processes),)) as pool:  # fmt: skip
-            futures = [pool.submit(run_one, job, out) for job in todo]
-            for future in as_completed(futures):
-                future.result()
-                bar.update()
+            for wave in _waves(todo):
+                futures = [pool.submit(run_one, job, out) for job in wave]
+                for future in as_completed(futures):
+                    future.result()
+                    bar.update()
 
 
 def _init_worker(threads: int) -> None:
@@ -175,12 +185,13 @@ def _run_ray(todo: Sequence[Job], out: Path) -> None:
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
     remote = ray.remote(num_cpus=1)(run_one)
-    pending = [remote.remote(job, out) for job in todo]
     with _progress(len(todo)) as bar:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            ray.get(ready)
-            bar.update()
+        for wave in _waves(todo):
+            pending = [remote.remote(job, out) for job in wave]
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                ray.get(ready)
+                bar.update()
 
 
 def run_one(job: Job, out: Path) -> None:
@@ -196,6 +207,10 @@ def run_one(job: Job, out: Path) -> None:
     from .minimal_pairs import pair_scores
     from .probes import head_divergence
 
+    if job.init is not None and read_result(out, job.init) is None:
+        first = job.init.label or job.init.key
+        raise RunError(f"job {job.label or job.key} starts from job {first}, which has not "
+                       "finished: run that first")  # fmt: skip
     run = job_dir(out, job)
     run.parent.mkdir(parents=True, exist_ok=True)
     argv = job.argv(run)
