@@ -4,6 +4,7 @@ comparison under its rule and the plot. The claims themselves are in :mod:`.clai
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,7 +158,9 @@ def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
     y = np.arange(len(done))
     ax.barh(y, [scale * r["dev"] for r in done], xerr=[scale * (r["dev_sd"] or 0) for r in done],
             color="#4c72b0", capsize=3)  # fmt: skip
-    ax.set_yticks(y, [r["variant"] for r in done], fontsize=8)
+    ax.set_yticks(
+        y, [textwrap.fill(r["variant"], 40, break_on_hyphens=False) for r in done], fontsize=8
+    )
     ax.invert_yaxis()
     if scale == 100.0:
         lo = min(100 * r["dev"] for r in done)
