@@ -13,6 +13,9 @@ Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out result
    path (``CPU_LOWP_FLOAT32_MAX_WORK``), forward + backward, at a fixed number of tokens
 9. the banded local kernel in bf16 (its query-block tiles through the flash kernel): bf16 tiles
    vs float32 tiles (the same rule), forward + backward under autocast, n = 4096
+10. short problems under bf16 autocast, what ``auto`` picks (sdpa: the float32 kernel) vs the
+    reference backend (bf16 matrix products), 4 heads, without a mask, with a key-padding mask
+    and with an additive bias (a lead for ``auto``'s rule; nothing uses it yet)
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, matmul_gflops  # noqa: E402
 
 from attnlab import MultiHeadAttention, masks  # noqa: E402
-from attnlab.backends import ChunkedBackend, FlexBackend, Problem, SDPABackend  # noqa: E402
+from attnlab.backends import (  # noqa: E402
+    ChunkedBackend,
+    FlexBackend,
+    Problem,
+    ReferenceBackend,
+    SDPABackend,
+)
 from attnlab.lab.bench import peak_tensor_bytes, time_call, time_interleaved  # noqa: E402
 from attnlab.functional import ScaledDotScore, SoftmaxNorm, attend, make_score  # noqa: E402
 from attnlab.convert import attention_from_hf_bert, attention_from_torch
@@ -343,16 +352,66 @@ def lowp_banded(windows, dims=(32, 64), n=4096, heads=4):
     return rows
 
 
+def lowp_reference(lengths, dims=(28, 32, 64), heads=4, tokens=1 << 18):
+    """Forward + backward under bf16 autocast of ``(b, heads, n, d)`` inputs (``b * heads * n *
+    d = tokens``) with ``n * d <= CPU_LOWP_FLOAT32_MAX_WORK``: :class:`SDPABackend` (the
+    float32 kernel there, what ``auto`` picks) against :class:`ReferenceBackend` (bf16 matrix
+    products, float32 softmax), interleaved; no mask, a key-padding mask (half the batch
+    without its last quarter), and an additive ``(1, heads, n, n)`` bias with a gradient."""
+    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_MAX_WORK
+
+    rows = []
+    for d in dims:
+        for n in (n for n in lengths if n * d <= CPU_LOWP_FLOAT32_MAX_WORK):
+            b = max(1, tokens // (heads * n * d))
+            x = [torch.randn(b, heads, n, d, requires_grad=True) for _ in range(3)]
+            pad = torch.ones(b, 1, 1, n, dtype=torch.bool)
+            pad[: b // 2, ..., n * 3 // 4 :] = False
+            bias = torch.randn(1, heads, n, n, requires_grad=True)
+            for kind, mask, add in (("none", None, None), ("padding", pad, None),
+                                    ("bias", None, bias)):  # fmt: skip
+
+                def step(backend, mask=mask, add=add):
+                    with torch.autocast("cpu", torch.bfloat16):
+                        q, k, v = (t * 1.0 for t in x)  # bf16 under autocast's matmuls
+                        problem = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=mask,
+                                          bias=add)  # fmt: skip
+                        out = backend(problem)[0]
+                    out.float().sum().backward()
+
+                t = time_interleaved({"sdpa": lambda: step(SDPABackend()),
+                                      "reference": lambda: step(ReferenceBackend())},
+                                     rounds=3, min_time=0.2)  # fmt: skip
+                rows.append(dict(d=d, n=n, batch=b, mask=kind, sdpa_ms=t["sdpa"] * 1e3,
+                                 reference_ms=t["reference"] * 1e3,
+                                 speedup=t["sdpa"] / t["reference"]))  # fmt: skip
+                print(f"  d={d} n={n} {kind}: sdpa {t['sdpa'] * 1e3:.2f} ms, reference "
+                      f"{t['reference'] * 1e3:.2f} ms, reference x{t['sdpa'] / t['reference']:.2f}",
+                      flush=True)  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--out", default="results/bench_core.json")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="eval train dense local additive bf16 loop lowp banded")  # fmt: skip
+                    help="eval train dense local additive bf16 loop lowp banded lowpref")  # fmt: skip
     args = ap.parse_args()
     only = set(
         args.only
-        or ["eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp", "banded"]
+        or [
+            "eval",
+            "train",
+            "dense",
+            "local",
+            "additive",
+            "bf16",
+            "loop",
+            "lowp",
+            "banded",
+            "lowpref",
+        ]
     )
     print(f"machine: {machine()}", flush=True)
     res: dict = {"machine": machine()}
@@ -385,6 +444,9 @@ def main() -> None:
     if "banded" in only:
         print("9. the banded local kernel in bf16: bf16 tiles vs float32 tiles", flush=True)
         res["banded"] = lowp_banded([16, 64] if q else [8, 16, 32, 64, 128])
+    if "lowpref" in only:
+        print("10. short problems under bf16 autocast: sdpa (float32) vs reference", flush=True)
+        res["lowpref"] = lowp_reference([12, 64] if q else [12, 49, 72, 128, 256])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))
