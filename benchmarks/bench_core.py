@@ -391,28 +391,18 @@ def lowp_reference(lengths, dims=(28, 32, 64), heads=4, tokens=1 << 18):
     return rows
 
 
+#: the comparisons, in the order of the module docstring (``--only`` picks some)
+SECTIONS = ("eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp", "banded",
+            "lowpref")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--out", default="results/bench_core.json")
-    ap.add_argument("--only", nargs="*", default=None,
-                    help="eval train dense local additive bf16 loop lowp banded lowpref")  # fmt: skip
+    ap.add_argument("--only", nargs="*", default=None, help=" ".join(SECTIONS))
     args = ap.parse_args()
-    only = set(
-        args.only
-        or [
-            "eval",
-            "train",
-            "dense",
-            "local",
-            "additive",
-            "bf16",
-            "loop",
-            "lowp",
-            "banded",
-            "lowpref",
-        ]
-    )
+    only = set(args.only or SECTIONS)
     print(f"machine: {machine()}", flush=True)
     res: dict = {"machine": machine()}
     q = args.quick

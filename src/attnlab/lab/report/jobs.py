@@ -57,7 +57,7 @@ class Job:
     @property
     def root(self) -> Job:
         """The first job of this one's chain of ``init`` jobs (itself, without one)."""
-        return self if self.init is None else self.init.root
+        return self.chain()[0]
 
     def config(self) -> dict[str, Any]:
         """The run's resolved configuration as the key covers it: without the settings that

@@ -33,19 +33,22 @@ def sections(
     done = []
     for claim in claims:
         results = {}
-        commands: dict[str, None] = {}  # in order, once each: a job's init jobs first
+        inits, own = set(), set()  # the commands of the runs jobs start from, and the jobs'
         for label, runs in claim.jobs(budget).items():
             results[label] = [r for r in (read_result(out, j) for j in runs) if r is not None]
             found.update({r.key: r for r in results[label]})
             for job in runs:
-                for step in job.chain()[:-1]:  # the runs it starts from: theirs too
-                    if (r := read_result(out, step)) is not None:
+                *before, mine = job.commands()
+                inits.update(before)
+                own.add((job.init is not None, mine))  # the fine-tunings after the others
+                for step in job.chain()[:-1]:  # the runs it starts from: their results too
+                    if step.key not in found and (r := read_result(out, step)) is not None:
                         found[r.key] = r
-                commands.update(dict.fromkeys(job.commands()))
         section = claim.analyse(results)
         section.commands = [
             f"attnlab report --budget {budget.name} --claims {claim.number} --out {out}",
-            *sorted(commands, key=lambda c: ("--model.init=" in c, c)),
+            *sorted(inits),
+            *(command for _, command in sorted(own)),
         ]
         done.append(section)
     return done, list(found.values())
