@@ -10,7 +10,8 @@ Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out result
 6. bf16 autocast vs fp32 for the whole layer
 7. the local(256) loop as users write it (a new mask per call) vs a reused mask vs a dense mask
 8. short sequences in bf16: PyTorch's CPU flash kernel in bf16 vs the sdpa backend's float32
-   path (``CPU_LOWP_FLOAT32_MAX_WORK``), forward + backward, at a fixed number of tokens
+   path (``CPU_LOWP_FLOAT32_MAX_WORK``; head dims up to 16 at any length), forward + backward,
+   at a fixed number of tokens
 9. the banded local kernel in bf16 (its query-block tiles through the flash kernel): bf16 tiles
    vs float32 tiles (the same rule), forward + backward under autocast, n = 4096
 10. short problems under bf16 autocast, what ``auto`` picks (sdpa: the float32 kernel) vs the
@@ -281,10 +282,10 @@ def bf16_speed(lengths):
     return rows
 
 
-def lowp_sdpa(lengths, dims=(32, 64, 128), tokens=1 << 17):
+def lowp_sdpa(lengths, dims=(16, 32, 64, 128), tokens=1 << 17):
     """Forward + backward of bf16 ``q, k, v`` ``(b, 1, n, d)`` with ``b * n * d = tokens``:
     ``F.scaled_dot_product_attention`` in bf16 vs :class:`SDPABackend` (float32 where
-    ``n * d <= CPU_LOWP_FLOAT32_MAX_WORK``, bf16 past it), interleaved."""
+    ``n * d <= CPU_LOWP_FLOAT32_MAX_WORK`` or ``d <= 16``, bf16 past it), interleaved."""
     from attnlab.backends.sdpa import _float32_on_cpu
 
     rows = []

@@ -338,11 +338,25 @@ def test_sdpa_long_bf16_stays_in_bf16():
     # Past the threshold the bf16 kernel is as fast as float32 and half the memory: kept.
     from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_MAX_WORK
 
-    n = CPU_LOWP_FLOAT32_MAX_WORK // 8 + 1
-    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=n, d=8, dtype=torch.bfloat16)
+    d = 32
+    n = CPU_LOWP_FLOAT32_MAX_WORK // d + 1
+    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=n, d=d, dtype=torch.bfloat16)
     out, _ = SDPABackend()(p)
     want = torch.nn.functional.scaled_dot_product_attention(p.q, p.k, p.v)
     assert torch.equal(out, want)
+
+
+def test_sdpa_small_head_dim_bf16_runs_float32_at_any_length():
+    # At head dim <= 16 the bf16 kernel is slower at every length: float32, cast back.
+    from attnlab.backends.sdpa import CPU_LOWP_FLOAT32_MAX_HEAD_DIM, CPU_LOWP_FLOAT32_MAX_WORK
+
+    d = CPU_LOWP_FLOAT32_MAX_HEAD_DIM
+    n = CPU_LOWP_FLOAT32_MAX_WORK // d + 1
+    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=n, d=d, dtype=torch.bfloat16)
+    out, _ = SDPABackend()(p)
+    want = torch.nn.functional.scaled_dot_product_attention(p.q.float(), p.k.float(), p.v.float())
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, want.bfloat16())
 
 
 @pytest.mark.parametrize("score", SCORES.names())

@@ -35,19 +35,24 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
 
 
 # On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 on short
-# sequences: forward + backward 1.6-9x slower wherever positions x head dim <= 8,192 (16 to
-# 256 positions at d = 32, up to 64 at d = 128), and about even past that
-# (``python benchmarks/bench_core.py --only lowp``; BENCHMARKS.md). There, such inputs are
-# computed by the float32 kernel and the output cast back.
+# sequences: forward + backward 1.3-11x slower wherever positions x head dim <= 8,192 (16 to
+# 256 positions at d = 32, up to 64 at d = 128), and about even past that; at head dim 16 it is
+# slower at every length (1.15x at 2,048 positions), ``python benchmarks/bench_core.py --only
+# lowp``; BENCHMARKS.md). There, such inputs are computed by the float32 kernel and the output
+# cast back.
 CPU_LOWP_FLOAT32_MAX_WORK = 8192  # max(query, key positions) * head dim
+CPU_LOWP_FLOAT32_MAX_HEAD_DIM = 16  # head dims up to this run float32 at any length
 
 
 def lowp_runs_float32_on_cpu(q: Tensor, positions: int) -> bool:
     """Whether an attention of ``q`` (``(..., d)``) over at most ``positions`` query or key
     positions would run PyTorch's CPU kernel in reduced precision (``q``'s, or autocast's,
-    dtype) inside the bound where the float32 kernel is faster; callers then compute it in
-    float32 and cast the output back."""
-    if q.device.type != "cpu" or positions * q.shape[-1] > CPU_LOWP_FLOAT32_MAX_WORK:
+    dtype) where the float32 kernel is faster (``d <= 16``, or ``positions * d <= 8,192``);
+    callers then compute it in float32 and cast the output back."""
+    if q.device.type != "cpu":
+        return False
+    d = q.shape[-1]
+    if d > CPU_LOWP_FLOAT32_MAX_HEAD_DIM and positions * d > CPU_LOWP_FLOAT32_MAX_WORK:
         return False
     dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
     return dtype in (torch.bfloat16, torch.float16)
