@@ -85,6 +85,16 @@ def test_claim_3_lists_its_pairs_and_every_pos_job_measures_them(smoke):
     assert window and all(r.metrics["minimal_pairs"]["same_tag"] == 1.0 for r in window)
 
 
+def test_claim_7_tests_each_trained_model_at_three_lengths(smoke):
+    positions = [r for r in read_results(smoke / "results.jsonl") if r.task == "positions"]
+    assert len(positions) == 5  # one model per encoding (one seed), not one per test length
+    for r in positions:
+        assert sorted(r.metrics["test_at"]) == ["2L", "4L"]
+        assert all(0 <= m["accuracy"] <= 1 for m in r.metrics["test_at"].values()), r.label
+    md = (smoke / "report.md").read_text()
+    assert "<details><summary>test accuracy at L, 2L and 4L (mean over seeds)" in md
+
+
 def test_a_rerun_runs_nothing_and_writes_the_same_page(smoke, capsys, monkeypatch):
     before = (smoke / "report.md").read_text()
     monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))

@@ -150,14 +150,27 @@ def eval_command(
                 where, len(examples), size, precision, target)  # fmt: skip
     bar = tqdm(total=len(examples), desc="eval", unit="ex", file=sys.stderr,
                dynamic_ncols=True, mininterval=0.5)  # fmt: skip
-    # no_grad, not inference_mode (1.16x faster on pos): process-wide caches (FlexAttention's
-    # block masks) would keep inference tensors that a later training step cannot save
-    with bar, torch.no_grad(), _autocast(cfg, target):
-        metrics = task.evaluate(model, _batches(task, examples, size, target, bar))
+    with bar:
+        metrics = evaluate_examples(task, model, cfg, examples, bar=bar)
     if len(paths) > 1:
         where += f" (ensemble of {len(paths)})"
     print(f"{where}: " + json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
     return 0
+
+
+def evaluate_examples(
+    task: Task, model: torch.nn.Module, cfg: RunConfig, examples: list, *, bar: tqdm | None = None
+) -> dict[str, float]:
+    """``task.evaluate`` of ``model`` (in eval mode, on its device) on ``examples``, as the run
+    ``cfg`` evaluated: its batch size, examples of similar lengths together, its precision.
+    ``bar`` (if given) counts the examples."""
+    device = next(model.parameters()).device
+    size = cfg.train.eval_batch_size or cfg.train.batch_size
+    # no_grad, not inference_mode (1.16x faster on pos): process-wide caches (FlexAttention's
+    # block masks) would keep inference tensors that a later training step cannot save
+    with torch.no_grad(), _autocast(cfg, device):
+        metrics = task.evaluate(model, _batches(task, examples, size, device, bar))
+    return {k: float(v) for k, v in metrics.items()}
 
 
 def _eval_device(device: str | None, run_device: str) -> torch.device:
@@ -172,15 +185,17 @@ def _eval_device(device: str | None, run_device: str) -> torch.device:
 
 
 def _batches(
-    task: Task, examples: list, size: int, device: torch.device, bar: tqdm
+    task: Task, examples: list, size: int, device: torch.device, bar: tqdm | None
 ) -> Iterator[dict]:
     """Collated batches of ``size`` examples of similar lengths (:func:`eval_order`), on
-    ``device``; ``bar`` counts the examples of each batch once the task is done with it."""
+    ``device``; ``bar`` (if any) counts the examples of each batch once the task is done
+    with it."""
     for indices in make_batches(eval_order(task, examples), batch_size=size):
         chunk = [examples[i] for i in indices]
         batch = task.collate(chunk)
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        bar.update(len(chunk))
+        if bar is not None:
+            bar.update(len(chunk))
 
 
 def _autocast(cfg: RunConfig, device: torch.device) -> contextlib.AbstractContextManager:

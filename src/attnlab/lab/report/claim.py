@@ -102,13 +102,18 @@ def is_fraction(metric: str | None) -> bool:
 
 
 def scores_of(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
-    """Per run, its best dev score (``"dev"``), its test score (``"test"``), or another metric
-    of its best dev evaluation (``"dev:NAME"``)."""
+    """Per run, its best dev score (``"dev"``), its test score (``"test"``), another metric
+    of its best dev evaluation (``"dev:NAME"``), or its test score on a test set measured after
+    training (``"test@NAME"``: the run's ``test_at`` measure, NaN where it could not run)."""
     if split == "dev":
         return [r.dev for r in rs]
     if split.startswith("dev:"):
         return [float(r.metrics["best_dev"][split[4:]]) for r in rs]
-    return [float(r.metrics["test"][r.metrics.get("metric_name", "accuracy")]) for r in rs]
+    metric = lambda r: r.metrics.get("metric_name", "accuracy")  # noqa: E731
+    if split.startswith("test@"):
+        at = [r.metrics["test_at"][split[5:]] for r in rs]
+        return [float(m.get(metric(r), np.nan)) for m, r in zip(at, rs)]
+    return [float(r.metrics["test"][metric(r)]) for r in rs]
 
 
 def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:

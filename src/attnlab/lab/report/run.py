@@ -204,6 +204,7 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.train import RunError
 
     from .claims_lra import listops_measures
+    from .extrapolation import scores_at_lengths
     from .minimal_pairs import pair_scores
     from .probes import head_divergence
 
@@ -233,6 +234,8 @@ def run_one(job: Job, out: Path) -> None:
         extra["minimal_pairs"] = pair_scores(run)
     if job.task == "listops":  # claim 14's lookup baseline; speed at 3 lengths, memory: seed 0
         extra.update(listops_measures(run, costs=job.seed == 0))
+    if job.task == "positions":  # claim 7: the same model tested at 2L and 4L
+        extra["test_at"] = scores_at_lengths(run)
     write_result(out, job, wall, _provenance(job), extra)
 
 

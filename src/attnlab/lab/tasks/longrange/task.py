@@ -244,8 +244,11 @@ class PositionsTask(LongRangeTask):
     def generate(self, options: PositionsOptions) -> dict[str, list]:
         n = options.train + options.dev
         data = make_positions(n, length=options.length, k=options.k, seed=options.seed)
-        test = make_positions(
-            options.test, length=options.test_length or options.length, k=options.k,
-            seed=options.seed + 1,
-        )  # fmt: skip
+        test = self.test_at(options, options.test_length or options.length)
         return {"train": data[: options.train], "dev": data[options.train :], "test": test}
+
+    @staticmethod
+    def test_at(options: PositionsOptions, length: int) -> list:
+        """The test split of ``options`` with ``length`` tokens per example (the same seed at
+        every length: the report tests one trained model at ``L``, ``2L`` and ``4L``)."""
+        return make_positions(options.test, length=length, k=options.k, seed=options.seed + 1)
