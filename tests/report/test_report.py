@@ -95,6 +95,14 @@ def test_claim_7_tests_each_trained_model_at_three_lengths(smoke):
     assert "<details><summary>test accuracy at L, 2L and 4L (mean over seeds)" in md
 
 
+def test_claim_15_decodes_each_trained_model_greedily_and_with_a_beam(smoke):
+    g2p = [r for r in read_results(smoke / "results.jsonl") if r.task == "g2p"]
+    assert len(g2p) == 1  # one model (one seed), not one per decoding
+    (r,) = g2p
+    assert r.metrics["dev_at"]["beam 5"]["per"] >= 0 and r.metrics["test_at"]["beam 5"]["words"]
+    assert "greedy and beam search on the same checkpoints" in (smoke / "report.md").read_text()
+
+
 def test_a_rerun_runs_nothing_and_writes_the_same_page(smoke, capsys, monkeypatch):
     before = (smoke / "report.md").read_text()
     monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))

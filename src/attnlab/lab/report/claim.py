@@ -103,15 +103,17 @@ def is_fraction(metric: str | None) -> bool:
 
 def scores_of(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
     """Per run, its best dev score (``"dev"``), its test score (``"test"``), another metric
-    of its best dev evaluation (``"dev:NAME"``), or its test score on a test set measured after
-    training (``"test@NAME"``: the run's ``test_at`` measure, NaN where it could not run)."""
+    of its best dev evaluation (``"dev:NAME"``), or its dev or test score when its best
+    checkpoint was scored again under condition ``NAME`` after training (``"dev@NAME"``,
+    ``"test@NAME"``: :mod:`~attnlab.lab.report.rescore`; NaN where it could not run)."""
     if split == "dev":
         return [r.dev for r in rs]
     if split.startswith("dev:"):
         return [float(r.metrics["best_dev"][split[4:]]) for r in rs]
     metric = lambda r: r.metrics.get("metric_name", "accuracy")  # noqa: E731
-    if split.startswith("test@"):
-        at = [r.metrics["test_at"][split[5:]] for r in rs]
+    if "@" in split:
+        which, name = split.split("@", 1)
+        at = [r.metrics[f"{which}_at"][name] for r in rs]
         return [float(m.get(metric(r), np.nan)) for m, r in zip(at, rs)]
     return [float(r.metrics["test"][metric(r)]) for r in rs]
 

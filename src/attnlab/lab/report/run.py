@@ -204,9 +204,9 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.train import RunError
 
     from .claims_lra import listops_measures
-    from .extrapolation import scores_at_lengths
     from .minimal_pairs import pair_scores
     from .probes import head_divergence
+    from .rescore import BEAM, beam_scores, scores_at_lengths
 
     if job.init is not None and read_result(out, job.init) is None:
         first = job.init.label or job.init.key
@@ -236,6 +236,9 @@ def run_one(job: Job, out: Path) -> None:
         extra.update(listops_measures(run, costs=job.seed == 0))
     if job.task == "positions":  # claim 7: the same model tested at 2L and 4L
         extra["test_at"] = scores_at_lengths(run)
+    if job.task == "g2p":  # claim 15: the same model decoded with a beam
+        beam = beam_scores(run, BEAM)
+        extra["dev_at"], extra["test_at"] = ({f"beam {BEAM}": beam[s]} for s in ("dev", "test"))
     write_result(out, job, wall, _provenance(job), extra)
 
 

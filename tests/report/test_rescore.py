@@ -1,4 +1,5 @@
-"""Claim 7 of ``attnlab report``: one trained ``positions`` model tested at L, 2L and 4L."""
+"""A trained model scored again under other test conditions: claim 7 (one ``positions`` model
+tested at L, 2L and 4L) and claim 15 (one ``g2p`` model decoded greedily and with a beam)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import json
 import pytest
 
 from attnlab.lab.cli import main
-from attnlab.lab.report.claims import PositionalEncodings
-from attnlab.lab.report.extrapolation import scores_at_lengths
+from attnlab.lab.report.claims import OutputLength, PositionalEncodings
 from attnlab.lab.report.jobs import JobResult
+from attnlab.lab.report.rescore import BEAM, beam_scores, scores_at_lengths
 from attnlab.lab.report.stats import Verdict
 
 
@@ -62,7 +63,7 @@ def test_claim_7_chooses_on_dev_and_tests_2l_within_the_chosen_relative_encoding
     assert section.verdict is Verdict.HELD
     title, head, rows = section.details
     assert head == ["encoding", "test at L (%)", "test at 2L (%)", "test at 4L (%)"]
-    assert rows[3] == ["rotary", "99.1", "97.1", "80.1"]
+    assert rows[6] == ["rotary", "99.1", "97.1", "80.1"]
     assert rows[2] == ["learned", "pending", "pending", "pending"]
 
     dropped = _analyse({"none": (0.1, CHANCE), "rotary": (0.99, {"L": 0.99, "2L": 0.5, "4L": 0.2})})
@@ -73,3 +74,43 @@ def test_claim_7_chooses_on_dev_and_tests_2l_within_the_chosen_relative_encoding
 def test_claim_7_is_pending_until_an_encoding_has_results():
     section = _analyse({"none": (0.1, CHANCE)})
     assert [v for _, v, _ in section.comparisons] == [Verdict.PENDING, Verdict.PENDING]
+
+
+def test_beam_1_rescoring_gives_the_runs_own_greedy_test_metrics(tmp_path, capsys):
+    # The same checkpoint, the same evaluation path: beam width 1 is the run's own decoding.
+    from pathlib import Path
+
+    tiny = Path(__file__).parents[1] / "tasks" / "data" / "cmudict.tiny.dict"
+    run = tmp_path / "g2p"
+    assert main(["train", "g2p", f"--task_options.dict_file={tiny}", "--model.dim=32",
+                 "--model.heads=2", "--model.encoder_depth=1", "--model.decoder_depth=1",
+                 "--train.epochs=3", "--train.batch_size=8", "--train.lr=1e-2",
+                 "--train.device=cpu", "--train.log_every=0", f"--out_dir={run}"]) == 0  # fmt: skip
+    metrics = json.loads((run / "metrics.json").read_text())
+    greedy = beam_scores(run, beam=1)
+    assert greedy["test"] == pytest.approx(metrics["test"], rel=1e-6)
+    assert greedy["dev"]["per"] == pytest.approx(metrics["best_dev"]["per"], rel=1e-6)
+    beam = beam_scores(run, beam=3)
+    assert set(beam) == {"dev", "test"} and beam["test"]["words"] == metrics["test"]["words"]
+
+
+def _g2p(seed: int, dev_per: float, beam_per: float) -> JobResult:
+    dev = {"per": dev_per, "wer": 0.5, "length_accuracy": 0.9, "letters_length_accuracy": 0.3}
+    beam = {**dev, "per": beam_per}
+    metrics = {"best_score": dev_per, "metric_name": "per", "higher_is_better": False,
+               "best_dev": dev, "test": dev, "dev_at": {f"beam {BEAM}": beam},
+               "test_at": {f"beam {BEAM}": beam}}  # fmt: skip
+    return JobResult(f"g{seed}", "g2p", [], seed, OutputLength.GREEDY, metrics, 1.0, {})
+
+
+@pytest.mark.parametrize(("beam_per", "verdict"), [(0.10, Verdict.HELD), (0.14, Verdict.NOT_HELD)])
+def test_claim_15_compares_beam_and_greedy_on_the_same_checkpoints(beam_per, verdict):
+    greedy = [_g2p(s, 0.12 + 0.001 * s, beam_per + 0.001 * s) for s in range(3)]
+    section = OutputLength().analyse({OutputLength.GREEDY: greedy})
+    assert [v for _, v, _ in section.comparisons] == [Verdict.HELD, verdict]
+    title, head, rows = section.details
+    assert rows[0][:2] == ["greedy", "12.10"] and rows[1][:2] == [
+        f"beam {BEAM}",
+        f"{100 * beam_per + 0.1:.2f}",
+    ]
+    assert OutputLength().analyse({OutputLength.GREEDY: []}).verdict is Verdict.PENDING
