@@ -12,7 +12,7 @@ import pytest
 
 from attnlab.lab.cli import main
 from attnlab.lab.report import run as report_run
-from attnlab.lab.report.claims import BUDGETS, CLAIMS
+from attnlab.lab.report.claims import BUDGETS, CLAIMS, PositionalEncodings
 from attnlab.lab.report.jobs import Job, read_results, shard
 from attnlab.lab.tasks.registry import TASKS
 from attnlab.lab.train import RunError
@@ -87,7 +87,8 @@ def test_claim_3_lists_its_pairs_and_every_pos_job_measures_them(smoke):
 
 def test_claim_7_tests_each_trained_model_at_three_lengths(smoke):
     positions = [r for r in read_results(smoke / "results.jsonl") if r.task == "positions"]
-    assert len(positions) == 5  # one model per encoding (one seed), not one per test length
+    # one model per encoding (one seed), not one per test length
+    assert len(positions) == len(PositionalEncodings.ENCODINGS)
     for r in positions:
         assert sorted(r.metrics["test_at"]) == ["2L", "4L"]
         assert all(0 <= m["accuracy"] <= 1 for m in r.metrics["test_at"].values()), r.label
