@@ -21,8 +21,8 @@ from .budgets import BUDGETS, Budget
 from .claim import SA, Claim, Section, compare, fc, scores_of
 from .claims_context import LongRange
 from .claims_lra import EfficientKernels
+from .claims_rescored import OutputLength, PositionalEncodings
 from .jobs import Job
-from .rescore import BEAM
 from .stats import MIN_SEEDS, Better, Equivalent, Verdict
 
 __all__ = ["BUDGETS", "CLAIMS", "claim_names", "select"]
@@ -230,80 +230,6 @@ class MoleculeBonds(Claim):
                  "structure: none")]  # fmt: skip
 
 
-class PositionalEncodings(Claim):
-    number, task, name = 7, "positions", "order needs positional encodings"
-    claim = ("Self-attention sees a set: where order matters it needs positional encodings, and "
-             "relative ones (ALiBi, rotary) extrapolate past the trained length where learned "
-             "absolute positions cannot.")  # fmt: skip
-    setup = ("The positions task (L = 64 tokens; the answer depends on what stands k places "
-             "back): no encoding, sinusoidal, learned (positions up to 4L, those past L never "
-             "trained), FLOATER (a learned flow integrated to each position), an RNN's states "
-             "(recurrent), T5's relative bias, rotary and ALiBi; trained and chosen at L (dev), "
-             "and each trained model tested at L, 2L and 4L.")  # fmt: skip
-    rule = ("choose on dev: the best encoding (among all but none) must beat none at L on test "
-            "by more than 10 points, and the best relative encoding (rotary or ALiBi) must keep "
-            "its test accuracy from L to 2L within 5 points: " + str(Better(0.10)) + "; and "
-            + str(Better(-0.05)))  # fmt: skip
-    ENCODINGS = (("none", ("--model.encoder.positional=none",)),
-                 ("sinusoidal", ("--model.encoder.positional=sinusoidal",)),
-                 ("learned", ("--model.encoder.positional=learned", "--model.encoder.max_len=256")),
-                 ("FLOATER", ("--model.encoder.positional=floater",)),
-                 ("recurrent (RNN)", ("--model.encoder.positional=recurrent",)),
-                 ("T5 relative", ("--model.encoder.positional=relative",)),
-                 ("rotary", ("--model.encoder.positional=rotary",)),
-                 ("ALiBi", ("--model.encoder.positional=alibi",)))  # fmt: skip
-    RELATIVE = ("rotary", "ALiBi")
-    revisions = ("2026-12-04, after the first quick run: the rule compared sinusoidal with none "
-                 "(sinusoidal stayed near chance at 5 epochs, as BENCHMARKS.md had seen, and the "
-                 "part scored 'did not hold') and ALiBi with learned at 2L (neither learnt); it now "
-                 "chooses the encoding on dev and tests extrapolation within the chosen relative "
-                 "encoding",
-                 "2026-12-04, second quick run: one model per encoding and seed is tested at L, 2L and 4L (it was "
-                 "one training per test length, the same recipe and seed: the same model trained "
-                 "three times); the rule is unchanged",
-                 "2026-12-04, as the lecture lists them: FLOATER, the RNN encoding and T5's "
-                 "relative bias added; they enter the choice "
-                 "of the best encoding on dev, and the extrapolation part stays within rotary "
-                 "and ALiBi")  # fmt: skip
-    LENGTHS = ("L", "2L", "4L")
-
-    def variants(self):
-        return list(self.ENCODINGS)
-
-    def analyse(self, results):
-        def best(names):  # the encoding of the best mean dev accuracy (None while pending)
-            done = [n for n in names if results[n]]
-            return max(done, key=lambda n: np.mean(scores_of(results[n]))) if done else None
-
-        encoder = best([n for n, _ in self.ENCODINGS if n != "none"])
-        relative = best(self.RELATIVE)
-        parts = [
-            compare(f"test({encoder}) - test(none) at L, {encoder} chosen on dev", Better(0.10),
-                    results[encoder], results["none"], "test")
-            if encoder else ("best encoding - none at L", Verdict.PENDING, None),
-            (f"test({relative}) at 2L - at L, {relative} chosen on dev",
-             *Better(-0.05)(scores_of(results[relative], "test@2L"),
-                            scores_of(results[relative], "test")))
-            if relative else ("relative encoding, 2L - L", Verdict.PENDING, None),
-        ]  # fmt: skip
-        notes = ["learned positions past L are the table's untrained initial vectors; an "
-                 "encoding still near chance at L says nothing about extrapolation"]  # fmt: skip
-        return self._section(results, parts, notes=notes, details=self._by_length(results))
-
-    def _by_length(self, results):
-        """Test accuracy (%) of each encoding at L, 2L and 4L, mean over its seeds."""
-        rows = []
-        for name, _ in self.ENCODINGS:
-            rs, cells = results[name], [name]
-            for at in self.LENGTHS:
-                scores = scores_of(rs, "test" if at == "L" else f"test@{at}") if rs else []
-                ok = [x for x in scores if np.isfinite(x)]
-                cells.append(f"{100 * np.mean(ok):.1f}" if ok else ("n/a" if rs else "pending"))
-            rows.append(cells)
-        head = ["encoding", *(f"test at {at} (%)" for at in self.LENGTHS)]
-        return "test accuracy at L, 2L and 4L (mean over seeds)", head, rows
-
-
 class DataEfficiency(Claim):
     number, task, name = 10, "fashion", "a CNN needs less data; self-attention catches up"
     claim = ("A CNN's built-in locality pays off on little data; self-attention, which must learn "
@@ -352,68 +278,6 @@ class DataEfficiency(Claim):
                  compare(f"dev(SA) - dev(CNN) at {sizes[-1]:,}", Better(-0.01), at(sa, sizes[-1]),
                           at(cnn, sizes[-1]))]  # fmt: skip
         return self._section(results, parts)
-
-
-class OutputLength(Claim):
-    number, task, name = 15, "g2p", "seq2seq: the model decides the output length"
-    claim = ("An encoder-decoder decides how long its output is: a word's phones are not one per "
-             "letter, and the decoder stops at the right length; beam search finds better "
-             "outputs than greedy decoding.")  # fmt: skip
-    setup = (f"Grapheme to phoneme (g2p, CMUdict): the Transformer encoder-decoder, its best "
-             f"checkpoint (chosen on greedy dev PER) decoded greedily and with beam search "
-             f"({BEAM}); length accuracy = the share of words output with as many phones as a "
-             "reference, beside the share a one-phone-per-letter output would get. PER: phone "
-             "error rate (lower is better).")  # fmt: skip
-    rule = ("the decoded length beats one phone per letter (dev length accuracy, greedy): "
-            + str(Better(0.0)) + "; and beam search beats greedy on dev PER: "
-            + str(Better(0.0, higher=False)))  # fmt: skip
-    revisions = ("2026-12-04: greedy and beam search decode the same model (beam search was a "
-                 "second training whose checkpoint was chosen on beam dev PER); the rule is "
-                 "unchanged",)  # fmt: skip
-    GREEDY = "greedy decoding"
-
-    def variants(self):
-        return [(self.GREEDY, ())]
-
-    def analyse(self, results):
-        greedy = results[self.GREEDY]
-        length = ("length accuracy: decoded - one phone per letter", Verdict.PENDING, None)
-        beam = (f"PER(greedy) - PER(beam {BEAM}), the same checkpoint", Verdict.PENDING, None)
-        notes = []
-        if greedy:
-            length = (length[0], *Better(0.0)(scores_of(greedy, "dev:length_accuracy"),
-                                              scores_of(greedy, "dev:letters_length_accuracy")))  # fmt: skip
-        decoded = [r for r in greedy if "dev_at" in r.metrics]
-        if decoded and len(decoded) == len(greedy):
-            beam = (beam[0], *Better(0.0, higher=False)(scores_of(greedy, f"dev@beam {BEAM}"),
-                                                        scores_of(greedy, "dev")))  # fmt: skip
-        elif greedy:
-            notes.append("a run finished before the report decoded it with a beam: run it "
-                         "again in a new --out")  # fmt: skip
-        return self._section(results, [length, beam], notes=notes,
-                             details=self._decodings(decoded))  # fmt: skip
-
-    def _decodings(self, greedy):
-        """Dev and test PER, WER and length accuracy (%), greedy and beam, mean over seeds."""
-        rows = []
-        for label, at in (("greedy", None), (f"beam {BEAM}", f"beam {BEAM}")):
-            cells = [label]
-            for split in ("dev", "test"):
-                for metric in ("per", "wer", "length_accuracy"):
-                    if not greedy:
-                        cells.append("pending")
-                        continue
-                    if at is not None:
-                        values = [r.metrics[f"{split}_at"][at][metric] for r in greedy]
-                    elif split == "dev":
-                        values = [r.metrics["best_dev"][metric] for r in greedy]
-                    else:
-                        values = [r.metrics["test"][metric] for r in greedy]
-                    cells.append(f"{100 * np.mean(values):.2f}")
-            rows.append(cells)
-        head = ["decoding", *(f"{split} {m} (%)" for split in ("dev", "test")
-                              for m in ("PER", "WER", "length acc."))]  # fmt: skip
-        return "greedy and beam search on the same checkpoints (mean over seeds)", head, rows
 
 
 class ConvIsAttention(Claim):
