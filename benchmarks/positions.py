@@ -2,7 +2,7 @@
 
 Each encoding (none, sinusoidal, learned, FLOATER, an RNN's states, T5's relative bias, rotary,
 ALiBi) trains ``attnlab train positions`` at length L; its best checkpoint is then tested at L,
-2L and 4L (``attnlab.lab.report.extrapolation``). This script is that claim::
+2L and 4L (``attnlab.lab.report.rescore``). This script is that claim::
 
     python benchmarks/positions.py [--budget quick|full] [--out DIR] [--jobs N]
     # = attnlab report --claims 7 [--budget ...] [--out DIR] [--jobs N]

@@ -130,22 +130,16 @@ class OutputLength(Claim):
 
     def _decodings(self, greedy):
         """Dev and test PER, WER and length accuracy (%), greedy and beam, mean over seeds."""
-        rows = []
-        for label, at in (("greedy", None), (f"beam {BEAM}", f"beam {BEAM}")):
-            cells = [label]
-            for split in ("dev", "test"):
-                for metric in ("per", "wer", "length_accuracy"):
-                    if not greedy:
-                        cells.append("pending")
-                        continue
-                    if at is not None:
-                        values = [r.metrics[f"{split}_at"][at][metric] for r in greedy]
-                    elif split == "dev":
-                        values = [r.metrics["best_dev"][metric] for r in greedy]
-                    else:
-                        values = [r.metrics["test"][metric] for r in greedy]
-                    cells.append(f"{100 * np.mean(values):.2f}")
-            rows.append(cells)
-        head = ["decoding", *(f"{split} {m} (%)" for split in ("dev", "test")
-                              for m in ("PER", "WER", "length acc."))]  # fmt: skip
+
+        def metrics(r, decoding, split):  # a run's metrics of ``split`` under ``decoding``
+            if decoding != "greedy":
+                return r.metrics[f"{split}_at"][decoding]
+            return r.metrics["best_dev" if split == "dev" else "test"]
+
+        names = {"per": "PER", "wer": "WER", "length_accuracy": "length acc."}
+        columns = [(split, m) for split in ("dev", "test") for m in names]
+        rows = [[decoding, *(f"{100 * np.mean([metrics(r, decoding, s)[m] for r in greedy]):.2f}"
+                             if greedy else "pending" for s, m in columns)]
+                for decoding in ("greedy", f"beam {BEAM}")]  # fmt: skip
+        head = ["decoding", *(f"{split} {names[m]} (%)" for split, m in columns)]
         return "greedy and beam search on the same checkpoints (mean over seeds)", head, rows
