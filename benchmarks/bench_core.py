@@ -17,6 +17,10 @@ Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out result
 10. short problems under bf16 autocast, what ``auto`` picks (sdpa: the float32 kernel) vs the
     reference backend (bf16 matrix products), 4 heads, without a mask, with a key-padding mask
     and with an additive bias (a lead for ``auto``'s rule; nothing uses it yet)
+11. attention dropout on a CPU, what the sdpa backend runs when eager (queries in blocks,
+    ``attnlab.backends.dropout_blocks``) vs the weights materialised (SDPA's math path, what it
+    runs under ``torch.compile``), forward + backward with p = 0.1, a key-padding mask on half
+    the batch, fp32 and bf16 autocast; and the peak memory of each
 """
 
 from __future__ import annotations
@@ -392,9 +396,48 @@ def lowp_reference(lengths, dims=(28, 32, 64), heads=4, tokens=1 << 18):
     return rows
 
 
+def dropout_blocks(shapes):
+    """Forward + backward with attention dropout, ``(b, h, n, d)`` per row: the sdpa
+    backend's eager path (blocks of queries) against its materialised path, interleaved, in
+    fp32 and under bf16 autocast; and each one's peak tensor memory (fp32)."""
+    from attnlab.backends.sdpa import _math_with_dropout
+
+    rows = []
+    for b, h, n, d in shapes:
+        x = [torch.randn(b, h, n, d, requires_grad=True) for _ in range(3)]
+        pad = torch.ones(b, 1, 1, n, dtype=torch.bool)
+        pad[: b // 2, ..., n * 3 // 4 :] = False
+        for dtype in ("fp32", "bf16"):
+
+            def step(blocks, dtype=dtype):
+                with torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16"):
+                    q, k, v = (t * 1.0 for t in x)
+                    problem = Problem(q, k, v, ScaledDotScore(), SoftmaxNorm(), mask=pad,
+                                      dropout=0.1)  # fmt: skip
+                    out = _math_with_dropout(problem, blocks=blocks)
+                out.float().sum().backward()
+
+            t = time_interleaved({"blocks": lambda: step(True),
+                                  "materialised": lambda: step(False)},
+                                 rounds=3, min_time=0.3)  # fmt: skip
+            row = dict(b=b, h=h, n=n, d=d, dtype=dtype, blocks_ms=t["blocks"] * 1e3,
+                       materialised_ms=t["materialised"] * 1e3,
+                       speedup=t["materialised"] / t["blocks"])  # fmt: skip
+            if dtype == "fp32":
+                row["blocks_peak_mb"] = peak_tensor_bytes(lambda: step(True))[0] / 2**20
+                row["materialised_peak_mb"] = peak_tensor_bytes(lambda: step(False))[0] / 2**20
+            rows.append(row)
+            memory = (f", peak {row['blocks_peak_mb']:.0f} vs {row['materialised_peak_mb']:.0f}"
+                      " MiB" if dtype == "fp32" else "")  # fmt: skip
+            print(f"  b={b} h={h} n={n} d={d} {dtype}: blocks {row['blocks_ms']:.2f} ms, "
+                  f"materialised {row['materialised_ms']:.2f} ms, x{row['speedup']:.2f}{memory}",
+                  flush=True)  # fmt: skip
+    return rows
+
+
 #: the comparisons, in the order of the module docstring (``--only`` picks some)
 SECTIONS = ("eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp", "banded",
-            "lowpref")  # fmt: skip
+            "lowpref", "dropout")  # fmt: skip
 
 
 def main() -> None:
@@ -438,6 +481,13 @@ def main() -> None:
     if "lowpref" in only:
         print("10. short problems under bf16 autocast: sdpa (float32) vs reference", flush=True)
         res["lowpref"] = lowp_reference([12, 64] if q else [12, 49, 72, 128, 256])
+    if "dropout" in only:
+        print("11. attention dropout: queries in blocks vs the weights materialised", flush=True)
+        res["dropout"] = dropout_blocks(
+            [(64, 4, 64, 16), (2, 8, 2708, 8)] if q
+            else [(64, 4, 64, 16), (16, 4, 256, 16), (4, 4, 1024, 16), (2, 4, 2048, 32),
+                  (16, 8, 300, 64), (1, 8, 2708, 8)]
+        )  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))

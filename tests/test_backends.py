@@ -259,14 +259,19 @@ def test_dropout_gradients_match_their_forward(backend, normalize):
 
 
 # ---- sdpa with attention dropout on a CPU: SDPA's math path, attnlab's dropout mask -----------
+@pytest.mark.parametrize("blocks", [True, False], ids=["blocks", "materialised"])
 @pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
-def test_sdpa_dropout_path_is_the_reference_without_its_mask(mask_kind, with_bias, make_mask):
-    """The path SDPA takes with dropout, run with the mask turned off (p = 0): the reference,
-    values and gradients, for every kind of mask (rows with no allowed key give zeros)."""
+def test_sdpa_dropout_path_is_the_reference_without_its_mask(
+    mask_kind, with_bias, make_mask, blocks
+):
+    """Both paths SDPA's dropout takes (in blocks when eager, materialised under compile), run
+    with the mask turned off (p = 0): the reference, values and gradients, for every kind of
+    mask (rows with no allowed key give zeros)."""
     p = make_problem("scaled_dot", "softmax", make_mask(mask_kind, 2, 2, 50), with_bias)
     if SDPABackend().unsupported(p):
         pytest.skip("unsupported")
-    assert_same_values_and_gradients(_math_with_dropout(p), reference(p), p, tol=1e-12)
+    out = _math_with_dropout(p, blocks=blocks)  # (a block: 50 queries)
+    assert_same_values_and_gradients(out, reference(p), p, tol=1e-12)
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
@@ -283,6 +288,71 @@ def test_sdpa_dropout_path_draws_attnlabs_mask(with_mask):
     want = dropout(weights.reshape(-1, 50, 50), 0.3).view_as(weights) @ p.v
     torch.testing.assert_close(out, want, atol=1e-12, rtol=0)
     assert not torch.allclose(out, reference(p))
+
+
+def _dropped_reference(p: Problem, block: int, seed: int):
+    """The materialised computation with the block path's masks: softmax weights times the
+    keep-masks drawn block of queries by block (same seed, same order), scaled, times V."""
+    from attnlab.dropout import dropout_mask
+
+    weights = attend(p.q, p.k, p.v, mask=p.mask, bias=p.bias).weights  # (b, h, i, j)
+    b, h, i, j = weights.shape
+    torch.manual_seed(seed)
+    keeps = [dropout_mask((b * h, min(s + block, i) - s, j), p.dropout)
+             for s in range(0, i, block)]  # fmt: skip
+    keep = torch.cat([m for m, _ in keeps], 1).view(b, h, i, j)
+    return weights * keep * keeps[0][1] @ p.v
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["nomask", "rowmask"])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["nobias", "bias"])
+def test_sdpa_dropout_in_blocks_is_the_materialised_computation(monkeypatch, masked, with_bias):
+    """Many blocks of queries (100 in blocks of 32: the last one short): values and gradients of
+    q, k, v and the bias equal the materialised weights times the same masks, in float64."""
+    from attnlab.backends import dropout_blocks, sdpa
+
+    monkeypatch.setattr(sdpa, "DROPOUT_BLOCKS_FROM", 0)  # blocks at any size
+    monkeypatch.setattr(dropout_blocks, "BLOCK_ELEMENTS", 1)  # the smallest block: 32
+    mask = torch.rand(100, 100) < 0.8 if masked else None
+    if masked:
+        mask[7] = False  # a query with no key: zeros, as every backend gives
+    p = make_problem("scaled_dot", "softmax", mask, with_bias, i=100, dropout=0.4)
+    torch.manual_seed(5)
+    out, _ = SDPABackend()(p)
+    want = _dropped_reference(p, 32, 5)
+    assert_same_values_and_gradients(out, want, p, tol=1e-12)
+    if masked:
+        assert torch.all(out[:, :, 7] == 0)
+
+
+def test_sdpa_dropout_in_blocks_gradcheck(monkeypatch):
+    from attnlab.backends import dropout_blocks, sdpa
+
+    monkeypatch.setattr(sdpa, "DROPOUT_BLOCKS_FROM", 0)
+    monkeypatch.setattr(dropout_blocks, "BLOCK_ELEMENTS", 1)
+    shapes = [(1, 2, 40, 3), (1, 2, 9, 3), (1, 2, 9, 2), (1, 2, 40, 9)]
+    inputs = tuple(torch.randn(s, dtype=F64, requires_grad=True) for s in shapes)
+
+    def fn(q, k, v, bias):
+        torch.manual_seed(99)
+        p = Problem(q, k, v, get_score("scaled_dot"), get_normalize("softmax"),
+                    mask=masks.padding(torch.tensor([7])), bias=bias, dropout=0.3)  # fmt: skip
+        return SDPABackend()(p)[0]
+
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+def test_sdpa_dropout_in_blocks_is_unbiased(monkeypatch):
+    """Over 2,000 draws, the mean output is the undropped one (0.02 away at most; with the
+    scale left out it is 0.59 away)."""
+    from attnlab.backends import sdpa
+
+    monkeypatch.setattr(sdpa, "DROPOUT_BLOCKS_FROM", 0)
+    p = make_problem("scaled_dot", "softmax", None, False, b=1, h=1, i=64, j=64,
+                     requires_grad=False, dropout=0.6)  # fmt: skip
+    torch.manual_seed(0)
+    mean = sum(SDPABackend()(p)[0] for _ in range(2000)) / 2000
+    torch.testing.assert_close(mean, reference(p), atol=0.05, rtol=0)
 
 
 def test_sdpa_dropout_path_under_bf16_autocast_returns_bf16_as_sdpa_does():

@@ -2,11 +2,13 @@
 dot-product scores with softmax.
 
 With attention dropout on a CPU, PyTorch's flash kernel does not apply: SDPA runs its math path
-(every weight materialised, a ``bernoulli_`` mask drawn over them). This backend then runs that
-path itself (:func:`_math_with_dropout`): the mask added to the scores inside the batched
-product, softmax in float32, :mod:`attnlab.dropout`'s mask at a quarter of the cost; forward and
-backward 1.2x as fast as SDPA's own at 800 positions (``b, h, d = 16, 4, 32``), and equal to it
-without dropout (``tests/test_backends.py``).
+(every weight materialised, a ``bernoulli_`` mask drawn over them). Past 16.8M weights this
+backend computes it a block of queries at a time instead (:mod:`.dropout_blocks`: the blocks'
+scores stay in cache, the backward pass recomputes them; 1.5-2.6x as fast as the materialised
+path, Cora's full-attention training step 2.9x); below, and under ``torch.compile`` (which
+cannot trace that loop), it materialises the weights as SDPA does (:func:`_math_with_dropout`).
+Both draw :mod:`attnlab.dropout`'s mask, and both equal the reference without dropout, and the
+materialised computation with the same mask, to 1e-12 in float64 (``tests/test_backends.py``).
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
 """
@@ -23,6 +25,7 @@ from ..dropout import dropout, fast_path
 from ..functional import Normalization, Score
 from ..masks import Causal
 from .base import BACKENDS, Backend, Problem
+from .dropout_blocks import attention_with_dropout
 
 __all__ = ["SDPABackend", "lowp_runs_float32_on_cpu"]
 
@@ -111,13 +114,22 @@ class SDPABackend(Backend):
         return _zero_empty_rows(out, mask), None
 
 
-def _math_with_dropout(p: Problem) -> Tensor:
-    """What ``F.scaled_dot_product_attention`` computes on a CPU with ``dropout_p > 0`` (its
-    math path), with :func:`attnlab.dropout.dropout`'s mask on the weights.
+# With attention dropout, queries in blocks (eager) against the weights materialised, forward +
+# backward with a key-padding mask: 0.7-0.9x as fast up to 4.2M weights (b h i j), 1.5-2.6x from
+# 16.8M (``python benchmarks/bench_core.py --only dropout``; BENCHMARKS.md).
+DROPOUT_BLOCKS_FROM = 1 << 24  # weights
 
-    Forbidden pairs get the compute dtype's lowest finite score, added inside the batched
-    product (``baddbmm``), so a query with no allowed key has uniform weights instead of NaN, and
-    then a zero output (as every backend gives it).
+
+def _math_with_dropout(p: Problem, blocks: bool | None = None) -> Tensor:
+    """What ``F.scaled_dot_product_attention`` computes on a CPU with ``dropout_p > 0``, with
+    :func:`attnlab.dropout.dropout`'s mask on the weights: in blocks of queries
+    (:func:`.dropout_blocks.attention_with_dropout`) if ``blocks`` (default: when eager and
+    there are at least :data:`DROPOUT_BLOCKS_FROM` weights), else materialised (SDPA's math
+    path; under ``torch.compile``).
+
+    Forbidden pairs get the compute dtype's lowest finite score, added to the scores, so a
+    query with no allowed key has uniform weights instead of NaN, and then a zero output (as
+    every backend gives it).
     """
     b, h, i, j = p.shape
     d, e = p.q.shape[-1], p.v.shape[-1]
@@ -128,14 +140,21 @@ def _math_with_dropout(p: Problem) -> Tensor:
         low = torch.finfo(dtype).min
         add = torch.zeros((), dtype=dtype) if add is None else add
         add = add.masked_fill(~mask, low)  # broadcast to the mask's shape
+    while add is not None and add.dim() < 4:
+        add = add.unsqueeze(0)
+    alpha = p.score.fused_scale(d)
+    if blocks is None:  # a Python loop of blocks: eager only, and where it pays
+        blocks = not torch.compiler.is_compiling() and b * h * i * j >= DROPOUT_BLOCKS_FROM
+    if blocks:
+        compute = torch.float32 if _float32_on_cpu(p) else dtype  # as without dropout
+        q, k, v = (t.to(compute) for t in (p.q, p.k, p.v))
+        out = attention_with_dropout(q, k, v, add, p.dropout, alpha).to(dtype)
+        return _zero_empty_rows(out, mask)
     q = p.q.reshape(b * h, i, d)
     kt = p.k.reshape(b * h, j, d).transpose(1, 2)  # (b*h, d, j)
-    alpha = p.score.fused_scale(d)
     if add is None:
         s = torch.bmm(q, kt).mul_(alpha)  # (b*h, i, j)
     else:
-        while add.dim() < 4:
-            add = add.unsqueeze(0)
         rows = add.shape[2]  # 1 or i
         add = add.expand(b, h, rows, j).reshape(b * h, rows, j)
         s = torch.baddbmm(add, q, kt, alpha=alpha)  # (b*h, i, j)

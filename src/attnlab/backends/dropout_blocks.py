@@ -1,0 +1,171 @@
+r"""Softmax attention with dropout on its weights, a block of queries at a time, on a CPU.
+
+PyTorch's fused CPU kernel has no attention dropout, and its math path materialises every
+weight: the ``(b h, i, j)`` scores, softmax, the dropout mask and the dropped weights each make a
+pass through memory, forward and backward, and past a few hundred positions those passes, not
+the products, are the step (Cora's full attention over 2,708 nodes: 2 s of a 2.2 s step).
+Here the queries go in blocks small enough that a block's scores stay in cache
+(:func:`block_rows`), as in FlashAttention (Dao et al. 2022) with a block as wide as the
+keys:
+
+.. math::
+    P = \operatorname{softmax}(\alpha Q K^\top + A), \qquad
+    O = \tfrac{1}{1 - p}\,(M \odot P)\, V,
+
+with :math:`A` the additive mask or bias and :math:`M` the keep-mask of
+:func:`attnlab.dropout.dropout_mask`, drawn block by block. Only :math:`O`, the log-sum-exp
+of each query's scores and :math:`M` (as 0 / 1 in the float32 compute dtype, cheaper to apply
+than a boolean) are kept for the backward pass, which recomputes :math:`P` from them and uses
+:math:`\sum_j P_{ij}\, \partial P_{ij} = \partial O_i \cdot O_i` (Dao et al.) for the softmax's
+gradient:
+
+.. math::
+    \partial V = \tfrac{1}{1-p} (M \odot P)^\top \partial O, \quad
+    \partial S = P \odot \bigl(\tfrac{1}{1-p} M \odot \partial O\, V^\top
+    - (\partial O \odot O) \mathbf{1}\bigr), \quad
+    \partial Q = \alpha\, \partial S K, \quad \partial K = \alpha\, \partial S^\top Q,
+    \quad \partial A = \partial S.
+
+Scores, softmax and the gradients' elementwise maths are in float32 (float64 for float64
+inputs); the products in the inputs' dtype. In float64 it equals the materialised computation
+with the same mask to 1e-15 (``tests/test_backends.py``). Forward and backward with a
+key-padding mask, against the materialised path (``benchmarks/bench_core.py --only dropout``):
+1.5-2.6x as fast from 16.8M weights (``b h i j``), with a fifth to a quarter of the peak memory;
+0.7-0.9x up to 4.2M, where the weights fit in cache, so the sdpa backend uses it from 16.8M
+(:data:`attnlab.backends.sdpa.DROPOUT_BLOCKS_FROM`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from ..dropout import dropout_mask
+
+__all__ = ["BLOCK_ELEMENTS", "attention_with_dropout", "block_rows"]
+
+#: about this many scores per block (2 MiB in float32: a core's L2 holds a block and its mask)
+BLOCK_ELEMENTS = 1 << 19
+MIN_BLOCK, MAX_BLOCK = 32, 1024
+
+
+def block_rows(batch_heads: int, keys: int) -> int:
+    """Queries per block for ``batch_heads`` (``b * h``) problems over ``keys`` keys: the
+    largest power of two with ``batch_heads * rows * keys <= BLOCK_ELEMENTS``, within 32-1,024
+    (measured best on two CPUs; ``benchmarks/bench_core.py --only dropout``)."""
+    rows = max(1, BLOCK_ELEMENTS // max(1, batch_heads * keys))
+    return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (rows.bit_length() - 1)))
+
+
+def attention_with_dropout(
+    q: Tensor, k: Tensor, v: Tensor, add: Tensor | None, p: float, alpha: float
+) -> Tensor:
+    """:math:`\\frac{1}{1-p} (M \\odot \\operatorname{softmax}(\\alpha Q K^\\top + A)) V`
+    (module docstring), differentiable in ``q``, ``k``, ``v`` and ``add``.
+
+    Args:
+        q: queries ``(b, h, i, d)``.
+        k: keys ``(b, h, j, d)``, in ``q``'s dtype.
+        v: values ``(b, h, j, e)``, in ``q``'s dtype.
+        add: None, or added to the scores: 4-D, broadcastable to ``(b, h, i, j)`` (a mask
+            as a large negative number where forbidden, a bias, or both).
+        p: drop probability, in ``[0, 1)``.
+        alpha: the scores' scale (``1 / sqrt(d)``).
+
+    Returns:
+        ``(b, h, i, e)`` in ``q``'s dtype.
+    """
+    b, h, i, _ = q.shape
+    if add is not None:
+        add = add.to(torch.promote_types(q.dtype, torch.float32))
+    block = block_rows(b * h, k.shape[2])
+    return _Blocks.apply(q, k, v, add, p, alpha, block)
+
+
+def _scores(qa: Tensor, kt: Tensor, add: Tensor | None, rows: slice, heads: int, acc) -> Tensor:
+    """A block's scores ``(b h, c, j)`` in ``acc``: its (pre-scaled) queries times the keys,
+    plus its rows of ``add``."""
+    s = torch.bmm(qa[:, rows], kt).to(acc)
+    if add is not None:
+        part = add if add.shape[2] == 1 else add[:, :, rows]
+        s.view(-1, heads, *s.shape[1:]).add_(part)
+    return s
+
+
+def _accumulate(dadd: Tensor, ds: Tensor, rows: slice, heads: int) -> None:
+    """Add a block's score gradient ``ds`` ``(b h, c, j)`` into ``dadd``, summed over the
+    dimensions ``add`` was broadcast along."""
+    g = ds.view(-1, heads, *ds.shape[1:])
+    for dim in (0, 1):
+        if dadd.shape[dim] == 1:
+            g = g.sum(dim, keepdim=True)
+    if dadd.shape[2] == 1:
+        dadd += g.sum(2, keepdim=True)
+    else:
+        dadd[:, :, rows] += g
+
+
+class _Blocks(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, add, p, alpha, block):
+        b, h, i, d = q.shape
+        j, e = k.shape[2], v.shape[-1]
+        acc = torch.promote_types(q.dtype, torch.float32)
+        with torch.autocast(q.device.type, enabled=False):
+            qa = (q * alpha).reshape(b * h, i, d)
+            k3, v3 = k.reshape(b * h, j, d), v.reshape(b * h, j, e)
+            kt = k3.transpose(1, 2)
+            keep = torch.empty(b * h, i, j, dtype=acc)
+            out = torch.empty(b * h, i, e, dtype=acc)
+            lse = torch.empty(b * h, i, 1, dtype=acc)
+            scale = 1.0
+            for start in range(0, i, block):
+                rows = slice(start, min(start + block, i))
+                w = _scores(qa, kt, add, rows, h, acc)
+                top = w.amax(-1, keepdim=True)
+                w.sub_(top).exp_()
+                total = w.sum(-1, keepdim=True)
+                mask, scale = dropout_mask(w.shape, p)
+                w.mul_(keep[:, rows].copy_(mask))
+                out[:, rows] = torch.bmm(w.to(v.dtype), v3).to(acc).mul_(scale / total)
+                lse[:, rows] = top.add_(total.log_())
+            out = out.to(v.dtype)
+        ctx.save_for_backward(qa, k3, v3, add, out, lse, keep)
+        ctx.alpha, ctx.scale, ctx.block, ctx.heads = alpha, scale, block, h
+        return out.view(b, h, i, e)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        qa, k3, v3, add, out, lse, keep = ctx.saved_tensors
+        alpha, scale, block, h = ctx.alpha, ctx.scale, ctx.block, ctx.heads
+        bh, i, d = qa.shape
+        acc = lse.dtype
+        with torch.autocast(qa.device.type, enabled=False):
+            dout = dout.reshape(out.shape).to(out.dtype)
+            kt, vt = k3.transpose(1, 2), v3.transpose(1, 2)
+            D = (dout.to(acc) * out.to(acc)).sum(-1, keepdim=True)  # sum_j P dP, per query
+            dos = dout.mul(scale)
+            dq = torch.empty_like(qa)
+            dk, dv = torch.zeros(k3.shape, dtype=acc), torch.zeros(v3.shape, dtype=acc)
+            dadd = torch.zeros_like(add) if ctx.needs_input_grad[3] else None
+            for start in range(0, i, block):
+                rows = slice(start, min(start + block, i))
+                w = _scores(qa, kt, add, rows, h, acc).sub_(lse[:, rows]).exp_()
+                kept, do = keep[:, rows], dos[:, rows]
+                dv += torch.bmm((w * kept).to(v3.dtype).transpose(1, 2), do).to(acc)
+                ds = torch.bmm(do, vt).to(acc).mul_(kept).sub_(D[:, rows]).mul_(w)
+                if dadd is not None:
+                    _accumulate(dadd, ds, rows, h)
+                ds = ds.to(qa.dtype)
+                dq[:, rows] = torch.bmm(ds, k3)
+                dk += torch.bmm(ds.transpose(1, 2), qa[:, rows]).to(acc)
+            b = bh // h
+            grads = (
+                dq.mul_(alpha).view(b, h, i, d),
+                dk.to(k3.dtype).view(b, h, *k3.shape[1:]),
+                dv.to(v3.dtype).view(b, h, *v3.shape[1:]),
+                dadd,
+            )
+        return (*grads, None, None, None)
