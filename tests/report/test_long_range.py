@@ -135,13 +135,16 @@ def test_the_pretrained_variant_fine_tunes_a_masked_lm_of_the_taggers_shape():
     assert mlm.config()["task_options"]["lowercase"] is False  # rows match the tagger's words
 
 
-def test_claim_3_trains_its_own_recipe_beyond_the_smoke_budget():
+def test_claim_3_trains_its_own_attention_recipe_beyond_the_smoke_budget():
     claim, window = LongRange(), CLAIMS["a window gives context"]
     keys = lambda jobs: {j.key for rs in jobs.values() for j in rs}  # noqa: E731
     smoke = BUDGETS["smoke"]
     own = {k: v for k, v in claim.jobs(smoke).items() if k != claim.PRETRAINED}
     assert keys(own) <= keys(window.jobs(smoke))  # shared with claim 1: run once
-    for rs in claim.jobs(BUDGETS["quick"]).values():
+    quick = claim.jobs(BUDGETS["quick"])
+    for label, rs in quick.items():
         names = [o.split("=")[0] for o in rs[0].options]
         assert len(names) == len(set(names))  # each option once: the claim's replace the budget's
-        assert "--train.max_steps=1000" in rs[0].options
+        assert ("--train.max_steps=500" in rs[0].options) == (label != claim.WINDOW[0])
+    # the window is claim 1's run at every budget: at chance by construction, whatever its steps
+    assert {j.key for j in quick[claim.WINDOW[0]]} <= keys(window.jobs(BUDGETS["quick"]))

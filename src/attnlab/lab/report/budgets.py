@@ -51,9 +51,9 @@ BUDGETS = {
                 "--task_options.max_eval_words=500", *QUIET),
         "listops": ("--task_options.train=2000", "--task_options.dev=200",
                     "--task_options.test=200", "--task_options.min_length=100",
-                    "--task_options.max_length=300", "--train.max_steps=150", *QUIET),
+                    "--task_options.max_length=300", "--train.max_steps=100", *QUIET),
     }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
-       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words; listops: 150 steps on 2,000 trees of 100-300 tokens), seeds 0 and 1: a first look, not the recipes"),
+       "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words; listops: 100 steps on 2,000 trees of 100-300 tokens), seeds 0 and 1: a first look, not the recipes"),
     "full": Budget("full", (0, 1, 2), {
         **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions", "g2p")},
         "fashion": ("--train.epochs=30", "--train.patience=5", *QUIET),

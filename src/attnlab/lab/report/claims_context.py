@@ -49,23 +49,31 @@ class LongRange(Claim):
              "water helps .\" / \"I know that cold water well .\": that is ADP, then DET). The "
              "FC window of 3 and the self-attention tagger train on pos train only; the "
              "self-attention recipe tested is the one of best mean dev accuracy, never chosen on "
-             "the pairs. Pair accuracy: the share of pairs whose two sentences are both tagged "
+             "the pairs. The window is claim 1's run: whatever its training, a window of 3 "
+             "sees the same input in both sentences of a pair. Pair accuracy: the share of "
+             "pairs whose two sentences are both tagged "
              "right at the ambiguous word. One self-attention variant starts from a masked "
              "language model (BERT's objective) pre-trained on 1.67M words of unlabelled "
              "text (Brown, CoNLL-2000, MASC and the treebank sample: their train splits) with "
              "the tagger's encoder.")  # fmt: skip
     THRESHOLD = 0.80
+    revisions = ("2026-12-05, the quick budget (not the rule), to bring the quick report toward "
+                 "its 20 minutes: the window is claim 1's run (its own took 2 x 54 s and is at "
+                 "chance by construction), the self-attention taggers train 500 steps (were "
+                 "1,000), the masked LM 600 (was an epoch, 1,343)",)  # fmt: skip
     rule = ("the window of 3 is at chance: on every seed it gives both sentences of every pair "
             "the same tag (pair accuracy 0; held or did not hold, a check of the construction); "
             "and self-attention (the variant of best mean dev accuracy) beats the window's pair "
             f"accuracy by more than {THRESHOLD:.2f}, i.e. tags both readings of over 80% of the "
             f"pairs: {Better(THRESHOLD)}")  # fmt: skip
-    #: per budget, the training of claim 3's runs (replacing the budget's pos options of the
-    #: same name): the quick budget's 250 steps on 8,000 sentences leave the tagger at 88% dev
+    #: per budget, the training of claim 3's self-attention runs (replacing the budget's pos
+    #: options of the same name): the quick budget's 250 steps on 8,000 sentences left the
+    #: tagger at 92.8% dev, 1,000 steps on every sentence at 97.3% (docs/report/quick of
+    #: 2026-12-04); the quick report now takes 500
     TRAIN = {
         "smoke": (),
-        "quick": ("--task_options.max_train_sentences=0", "--train.max_steps=1000",
-                  "--train.lr=3e-3", "--train.warmup_fraction=0.05", "--train.eval_every=500"),
+        "quick": ("--task_options.max_train_sentences=0", "--train.max_steps=500",
+                  "--train.lr=3e-3", "--train.warmup_fraction=0.05", "--train.eval_every=250"),
         "full": ("--train.epochs=4", "--train.lr=3e-3", "--train.warmup_fraction=0.05",
                  "--train.batch_size=64"),
     }  # fmt: skip
@@ -76,14 +84,14 @@ class LongRange(Claim):
     PRETRAIN = {
         "smoke": ("--train.max_steps=3", "--task_options.max_train_sentences=200",
                   "--task_options.heldout_sentences=50"),
-        "quick": ("--train.epochs=1",),
+        "quick": ("--train.max_steps=600",),  # 45% of an epoch
         "full": ("--train.epochs=10",),
     }  # fmt: skip
     #: the settings that make the masked-LM's encoder the tagger's (rotary positions, dropout
     #: 0.1) and keep words cased, as the tagger reads them (its embedding rows match by string)
     TAGGER = ("--model.encoder.positional=rotary", "--model.encoder.dropout=0.1",
               "--task_options.lowercase=false", "--train.log_every=0")  # fmt: skip
-    WINDOW = (f"{fc(3)[0]} (claim 3)", fc(3)[1])
+    WINDOW = fc(3)
     ATTENTION = ((f"{SA[0]} (claim 3)", SA[1]),)
     PRETRAINED = f"{SA[0]}, pre-trained as a masked LM (claim 3)"
 
@@ -91,11 +99,13 @@ class LongRange(Claim):
         return [self.WINDOW, *self.ATTENTION]
 
     def jobs(self, budget: Budget) -> dict[str, list[Job]]:
+        window = super().jobs(budget)[self.WINDOW[0]]  # claim 1's run, the budget's options
         mine = self.TRAIN[budget.name]
         names = {o.split("=")[0] for o in mine}
         base = (*(o for o in budget.options[self.task] if o.split("=")[0] not in names), *mine)
         jobs = {label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
-                for label, options in self.variants()}  # fmt: skip
+                for label, options in self.ATTENTION}  # fmt: skip
+        jobs = {self.WINDOW[0]: window, **jobs}
         model = tuple(o for o in base if o.startswith("--model."))  # the tagger's shape
         mlm = Job("mlm", (*self.TAGGER, *model, *self.PRETRAIN[budget.name]), 0,
                   f"masked-LM pre-training (claim 3, {budget.name})")  # fmt: skip
