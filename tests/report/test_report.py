@@ -112,6 +112,23 @@ def test_a_rerun_runs_nothing_and_writes_the_same_page(smoke, capsys, monkeypatc
     assert (smoke / "report.md").read_text() == before
 
 
+def test_run_jobs_returns_finished_results_in_order_and_runs_only_the_missing(
+    smoke, tmp_path, monkeypatch
+):
+    """What the scripts under benchmarks/ call: the report's finished jobs come back as they
+    are, in the order asked; a job not yet run in that directory runs, once."""
+    jobs = [j for c in (CLAIMS["a window gives context"],)
+            for runs in c.jobs(BUDGETS["smoke"]).values() for j in runs]  # fmt: skip
+    monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))
+    got = report_run.run_jobs(jobs[::-1], smoke)
+    assert [r.key for r in got] == [j.key for j in jobs[::-1]]
+    ran = []
+    monkeypatch.setattr(report_run, "run_one", lambda job, out: ran.append(job.key))
+    with pytest.raises(RunError, match="left no result"):  # the stub writes none
+        report_run.run_jobs(jobs[:1], tmp_path)
+    assert ran == [jobs[0].key]
+
+
 def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, capsys):
     ran = []
     real = report_run.run_one

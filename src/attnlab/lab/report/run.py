@@ -26,9 +26,9 @@ from attnlab.lab.train.atomic import atomic_write_text
 from .budgets import BUDGETS
 from .claim import Claim
 from .claims import select
-from .jobs import Job, job_dir, read_result, shard, write_result
+from .jobs import Job, JobResult, job_dir, read_result, shard, write_result
 
-__all__ = ["report_command", "run_one"]
+__all__ = ["report_command", "run_jobs", "run_one"]
 
 EXECUTORS = ("local", "ray")
 
@@ -75,6 +75,30 @@ def report_command(
         _run_local(todo, out, jobs)
     print(render(out, BUDGETS[budget], chosen))
     return 0
+
+
+def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> list[JobResult]:
+    """Run those of ``jobs`` (and of the ``init`` jobs they start from) that have not finished
+    in ``out``, as the report runs its own (a progress bar; ``processes`` as ``--jobs``), and
+    return every job's result, in order: the one code path of the scripts under benchmarks/
+    that measure a claim with more variants or settings than the report's.
+
+    Raises:
+        RunError: a run failed; the message names the job and its log.
+    """
+    out = Path(out)
+    plan: dict[str, Job] = {}
+    for job in jobs:
+        for step in job.chain():
+            plan.setdefault(step.key, step)
+    _run_local([j for j in plan.values() if read_result(out, j) is None], out, processes)
+    results = [read_result(out, j) for j in jobs]
+    for job, result in zip(jobs, results):
+        if result is None:
+            from attnlab.lab.train import RunError
+
+            raise RunError(f"job {job.label or job.key} ran but left no result in {out}")
+    return results  # type: ignore[return-value]: none is None
 
 
 def _jobs(claims: Sequence[Claim], budget) -> list[Job]:
