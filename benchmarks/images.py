@@ -1,24 +1,32 @@
-"""Images: data efficiency of cnn / patches (ViT) / hybrid on Fashion-MNIST, and their speed.
+"""Images: data efficiency of cnn / patches (ViT) / hybrid on Fashion-MNIST (or the 8x8
+digits), and their speed.
 
 Usage:
-    # accuracy against training-set size (one `attnlab train fashion` run per point, resumable:
-    # a run whose metrics.json exists is read, not retrained, if its config.json is what this
-    # command would train now; otherwise the sweep stops, naming the differences)
+    # accuracy against training-set size: each point is an `attnlab report` job (claim 10,
+    # `attnlab report --claims data`, is the sweep's subset: CNN and patches, the same encoder
+    # options), trained into RUNS/jobs/KEY/ (KEY: a hash of the run's resolved configuration)
+    # by attnlab.lab.report.run.run_jobs: a point that finished in --runs is read back, not
+    # retrained; an interrupted one resumes; another configuration (other options, a changed
+    # default) is another job. Once all have run, one row a point is appended to --out.
     python benchmarks/images.py --runs /tmp/images/runs --sizes 1000 5000 20000 0 \
         --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
-    # any other --a.b=value option goes to every run (its directory is named after it; give
-    # such a sweep its own --out)
+    # any other --a.b=value option goes to every run (give such a sweep its own --out)
     python benchmarks/images.py --runs /tmp/images/rel --encoders hybrid --sizes 0 \
         --model.encoder.positional=relative2d --out results/images_rel.jsonl
+    # --task digits: scikit-learn's 8x8 digits (claim 10's smoke and quick task), in seconds
+    python benchmarks/images.py --task digits --runs /tmp/images/digits --sizes 64 128 0 \
+        --encoders cnn patches --steps 100 --out /tmp/images/digits.jsonl
     # the plot from the jsonl (test accuracy vs train size, log x, error bars = std over seeds)
     # and its markdown table (mean +- std over seeds, seeds in brackets): give them the sweep's
-    # own options; they use only the rows that sweep would have written (same train command
-    # but for --out_dir; encoder, size and seed among those given), and list the others
+    # own options; they use only the rows that sweep would have written (same train command;
+    # encoder, size and seed among those given; where the row's run directory is still there,
+    # its config.json what that command trains today), and list the others
     python benchmarks/images.py --plot docs/images_data_efficiency.png --sizes 1000 5000 20000 0 \
         --encoders cnn patches hybrid --seeds 0 --steps 600 --out results/images.jsonl
     python benchmarks/images.py --table --sizes 1000 5000 20000 0 --encoders cnn patches hybrid \
         --seeds 0 --steps 600 --out results/images.jsonl
     # speed: images/s, training step and inference, every encoder, same batch, one process
+    # (Fashion-MNIST's models only)
     python benchmarks/images.py --speed [--batch 128] [--quick]
 
 Budget rule of the accuracy runs (the same for every encoder and size): ``--steps`` AdamW
@@ -26,7 +34,9 @@ optimizer steps of batch 128 (lr 1e-3, weight decay 0.05, 5% warm-up, cosine dec
 crop (+-2 px) and horizontal flips, dev evaluation every half of the run, the best dev
 checkpoint tested on the 10,000 test images. Size 0 is the whole train split (60,000 less the
 fixed 5,000-image validation split = 55,000). Subsets are nested and class-balanced
-(``--task_options.train_size``).
+(``--task_options.train_size``). Digits: the task's own model and augmentation (crop +-1 px,
+no flips), 1,258 training images at size 0, 180 dev and 359 test images. The runs train in this process, on one thread
+unless ``OMP_NUM_THREADS`` says otherwise.
 """
 
 from __future__ import annotations
@@ -35,7 +45,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -45,80 +54,91 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
-from stored import differences, keep_matching, left_out_note, refuse, run_differences  # noqa: E402
+from stored import differences, keep_matching, left_out_note, run_differences  # noqa: E402
 
 from attnlab.lab.bench import time_call  # noqa: E402
+from attnlab.lab.report.claims import DataEfficiency  # noqa: E402
+from attnlab.lab.report.jobs import Job, job_dir  # noqa: E402
+from attnlab.lab.report.run import run_jobs  # noqa: E402
 
 ENCODERS = ["cnn", "patches", "hybrid", "pixels"]
+#: the tasks, their names in the plot, and their whole train split (``--sizes 0``)
+TASKS = {"fashion": "Fashion-MNIST", "digits": "8x8 digits"}
+FULL = {"fashion": 55000, "digits": 1258}
 
 
-def train_command(
-    run_dir: Path, encoder: str, size: int, seed: int, steps: int, extra: Sequence[str] = ()
-) -> list[str]:
-    """The ``attnlab train fashion`` command of one point; ``extra`` options go last."""
-    return [
-        sys.executable, "-m", "attnlab", "train", "fashion", f"--out_dir={run_dir}",
-        f"--model.encoder.kind={encoder}", f"--train.max_steps={steps}", "--train.epochs=1000",
-        "--train.batch_size=128", "--train.lr=1e-3", f"--train.eval_every={max(steps // 2, 1)}",
-        f"--train.seed={seed}", f"--task_options.train_size={size}", *extra,
-    ]  # fmt: skip
+def encoder_options(encoder: str) -> tuple[str, ...]:
+    """The options that choose ``encoder``: claim 10's own for the models it compares (cnn,
+    patches), so that its points and the sweep's train the same model."""
+    own = (f"--model.encoder.kind={encoder}",)
+    return next((options for _, options in DataEfficiency.MODELS if options[:1] == own), own)
 
 
-def _slug(extra: Sequence[str]) -> str:
-    """A run-directory suffix naming the extra options (so a variant never reuses a plain
-    run's directory): ``--model.encoder.positional=relative2d`` -> ``-positional=relative2d``."""
-    parts = []
-    for option in extra:
-        key, eq, value = option.lstrip("-").partition("=")
-        parts.append(f"-{key.rsplit('.', 1)[-1]}{eq}{value.replace('/', '_')}")
-    return "".join(parts)
+def sweep_job(
+    task: str, encoder: str, size: int, seed: int, steps: int, extra: Sequence[str] = ()
+) -> Job:
+    """One point of the sweep, ``attnlab train TASK`` of ``encoder`` on ``size`` images
+    (0: all) under the budget rule (module docstring); ``extra`` options go last."""
+    options = (*encoder_options(encoder), f"--train.max_steps={steps}", "--train.epochs=1000",
+               "--train.batch_size=128", "--train.lr=1e-3",
+               f"--train.eval_every={max(steps // 2, 1)}", f"--task_options.train_size={size}",
+               *extra)  # fmt: skip
+    return Job(task, options, seed, f"{encoder}, {size or 'all'} images")
 
 
 def run_sweep(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    for size in args.sizes:
-        for encoder in args.encoders:
-            for seed in args.seeds:
-                run_dir = Path(args.runs) / f"{encoder}-n{size}-s{seed}{_slug(args.extra)}"
-                metrics = run_dir / "metrics.json"
-                cmd = train_command(run_dir, encoder, size, seed, args.steps, args.extra)
-                if metrics.is_file() and (changes := run_differences(run_dir, "fashion", cmd[5:])):
-                    refuse(f"{run_dir}", changes, "give this sweep its own --runs, or remove "
-                           "the directory to train it again")  # fmt: skip
-                if not metrics.is_file():
-                    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-                    subprocess.run([*cmd, "--overwrite"], check=True, env=env)
-                m = json.loads(metrics.read_text())
-                row = {"encoder": encoder, "train_size": size or 55000, "seed": seed,
-                       "steps": m["steps"], "test_accuracy": m["test"]["accuracy"],
-                       "dev_accuracy": m["best_dev"]["accuracy"], "parameters": m["parameters"],
-                       "train_minutes": round(m["train_time_s"] / 60, 1),
-                       "command": " ".join(cmd[1:])}  # fmt: skip
-                with out.open("a") as fh:
-                    fh.write(json.dumps(row) + "\n")
-                print(json.dumps(row), flush=True)
+    points = [(encoder, size, seed) for size in args.sizes for encoder in args.encoders
+              for seed in args.seeds]  # fmt: skip
+    jobs = [sweep_job(args.task, *point, args.steps, args.extra) for point in points]
+    threads = torch.get_num_threads()
+    if "OMP_NUM_THREADS" not in os.environ:  # one thread a run, as each run's process had
+        torch.set_num_threads(1)
+    try:
+        results = run_jobs(jobs, args.runs)
+    finally:
+        torch.set_num_threads(threads)
+    for (encoder, size, seed), job, result in zip(points, jobs, results):
+        m = result.metrics
+        row = {"encoder": encoder, "train_size": size or FULL[args.task], "seed": seed,
+               "steps": m["steps"], "test_accuracy": m["test"]["accuracy"],
+               "dev_accuracy": m["best_dev"]["accuracy"], "parameters": m["parameters"],
+               "train_minutes": round(m["train_time_s"] / 60, 1), "command": job.command(),
+               "run": str(job_dir(Path(args.runs), job))}  # fmt: skip
+        with out.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
 
 
 def _latest(args: argparse.Namespace) -> tuple[dict[tuple[str, int, int], dict], str]:
     """The rows of ``args.out`` that the sweep of these arguments would have written, by
     (encoder, train size, seed) (a later line replaces an earlier), and the note naming the
     rows left out: another train command than this sweep's, or, where the row's run directory
-    is still there, a ``config.json`` other than what that command trains today."""
+    is still there, a ``config.json`` other than what that command trains today (where it is
+    gone, another job key than today's)."""
     rows = [json.loads(line) for line in Path(args.out).read_text().splitlines() if line]
-    sizes = {n or 55000 for n in args.sizes}
+    full = FULL[args.task]
+    sizes = {n or full for n in args.sizes}
     asked = [r for r in rows if r["encoder"] in args.encoders and r["train_size"] in sizes
              and r["seed"] in args.seeds]  # fmt: skip
 
     def changes(r: dict) -> list[str]:
-        size = 0 if r["train_size"] == 55000 else r["train_size"]
-        wanted = train_command(Path(), r["encoder"], size, r["seed"], args.steps, args.extra)
-        found = differences({"command": r.get("command")}, {"command": wanted[1:]})
-        run_dir = [o[len("--out_dir="):] for o in str(r.get("command")).split()
-                   if o.startswith("--out_dir=")]  # fmt: skip
-        if not found and run_dir and (Path(run_dir[0]) / "config.json").is_file():
-            found = run_differences(run_dir[0], "fashion", wanted[5:])
-        return found
+        size = 0 if r["train_size"] == full else r["train_size"]
+        job = sweep_job(args.task, r["encoder"], size, r["seed"], args.steps, args.extra)
+        stored = r.get("command")
+        if isinstance(stored, str):  # rows of before the jobs: "-m attnlab train ... --out_dir=D"
+            stored = stored.removeprefix("-m ")
+        found = differences({"command": stored}, {"command": job.command().split()})
+        run_dir = r.get("run") or next((o[len("--out_dir="):] for o in str(stored).split()
+                                        if o.startswith("--out_dir=")), None)  # fmt: skip
+        if found or not run_dir:
+            return found
+        if (Path(run_dir) / "config.json").is_file():
+            return run_differences(run_dir, args.task, [*job.options, f"--train.seed={r['seed']}"])
+        if "run" in r and Path(run_dir).name != job.key:
+            return [f"job {Path(run_dir).name} stored, {job.key} asked (today's defaults differ)"]
+        return []
 
     kept, notes = keep_matching(
         asked, changes, lambda r: f"{r['encoder']} n={r['train_size']} seed {r['seed']}"
@@ -177,7 +197,7 @@ def plot(args: argparse.Namespace) -> None:
     ax.set_ylabel("test accuracy (%)")
     steps = sorted({r["steps"] for r in latest.values()})
     seeds = len({k[2] for k in latest})
-    ax.set_title(f"Fashion-MNIST, {'/'.join(map(str, steps))} steps of 128, {seeds} seed(s)",
+    ax.set_title(f"{TASKS[args.task]}, {'/'.join(map(str, steps))} steps of 128, {seeds} seed(s)",
                  fontsize=9)  # fmt: skip
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -233,11 +253,13 @@ def speed(args: argparse.Namespace) -> None:
         Path(args.speed_out).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--runs", default="runs/images", help="run directories")
+    p.add_argument("--task", default="fashion", choices=list(TASKS),
+                   help="the sweep's images (--speed: fashion only)")  # fmt: skip
+    p.add_argument("--runs", default="runs/images", help="the jobs' directory (RUNS/jobs/KEY)")
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000, 0])
     p.add_argument("--encoders", nargs="+", default=["cnn", "patches", "hybrid"], choices=ENCODERS)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -258,10 +280,12 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--bf16", action="store_true", help="--speed: also under bf16 autocast")
     p.add_argument("--quick", action="store_true", help="short timings (a smoke test)")
-    args, extra = p.parse_known_args()
+    args, extra = p.parse_known_args(argv)
     args.extra = extra
     if args.extra and args.speed:
         p.error(f"unrecognized arguments: {' '.join(args.extra)}")
+    if args.speed and args.task != "fashion":
+        p.error("--speed measures the fashion models only; drop --task")
     if args.speed:
         speed(args)
     elif args.plot:

@@ -19,17 +19,29 @@ The model is ``listops``'s default (width 64, 2 pre-norm blocks of 4 heads, feed
 rotary positions, attention pooling); only ``--model.encoder.attention.kernel`` changes, with
 the options of :func:`attnlab.lab.bench.attention.scaled_options` (``max_len`` = the longest
 sequence, Reformer buckets of ~64 tokens; a kernel given as ``NAME:KEY=VALUE,...``, e.g.
-``bigbird:block=16``, adds options of its own and names its results so). ``accuracy`` runs
-``attnlab train listops`` per kernel (``--train.max_steps``; one process at a time; results
-appended to ``OUT/accuracy.json`` as runs finish, each with its train command, a failure
-recorded with its error; a kernel already there is skipped if its command is this one's, and
-stops the run, naming the differences, if not). ``speed`` times a training step (forward,
-loss, backward) on the same batch of ``batch`` sequences of about ``length`` tokens for every
-kernel, and its peak tensor bytes;
-speed is reported relative to exact attention measured in the same process; each row records
-its length, batch and seed. ``chart`` takes the options of both runs (the accuracy run's data
-sizes, lengths, steps, batch, seed and ``--extra``; the speed run's ``--length``) and draws
-only the kernels whose rows match them, listing the others in ``OUT/chart.md``.
+``bigbird:block=16``, adds options of its own and names its results so).
+
+``accuracy`` runs ``attnlab train listops`` per kernel (``--train.max_steps``), each run a job of
+``attnlab report`` with the kernel's options of its claim 14 (``kernel_options`` of
+:mod:`attnlab.lab.report.claims_lra`), run one after another by ``run_jobs``
+(:mod:`attnlab.lab.report.run`) into ``OUT/jobs/KEY/`` (its log ``OUT/jobs/KEY.log``), KEY a
+hash of its resolved configuration: a finished run is read back, not trained again, an
+interrupted one resumes, a changed option is another run, and processes with different
+``--kernels`` can share one ``--out``. Each result also holds what the report measures of a
+listops run (the no-training rules' dev accuracy; for seed 0, one training step's time and
+memory at three lengths). It writes ``OUT/accuracy.json``: this command's kernels' test and dev
+accuracy, steps, job key and train command, or the error of a run that failed. With the quick
+budget's sizes (``--train 2000 --dev 200 --test 200 --min-length 100 --max-length 300
+--max-steps 100 --extra=--train.epochs=5``, seed 0) its jobs are the report's seed-0 jobs of
+claim 14, read back when ``--out`` is the report's directory.
+
+``speed`` times a training step (forward, loss, backward) on the same batch of ``batch``
+sequences of about ``length`` tokens for every kernel, and its peak tensor bytes; speed is
+reported relative to exact attention measured in the same process; each row records its length,
+batch and seed. ``chart`` takes the options of both runs (the accuracy run's data sizes,
+lengths, steps, batch, seed and ``--extra``; the speed run's ``--length``): it draws the kernels
+of ``--kernels`` whose accuracy job with these options has finished and whose speed row matches,
+listing the others in ``OUT/chart.md``.
 
 ``baselines`` scores (with :mod:`attnlab.lab.tasks.longrange.baselines`, which the report's
 claim 14 uses too) three rules fitted on the training trees (a table of the most frequent
@@ -44,18 +56,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stored import differences, keep_matching, left_out_note, refuse  # noqa: E402
+from common import train_jobs  # noqa: E402
+from stored import differences, keep_matching, left_out_note  # noqa: E402
 
 from attnlab.attention_config import AttentionConfig
 from attnlab.lab.bench.attention import scaled_options
 from attnlab.lab.bench.measure import training_step_cost
 from attnlab.efficient import KERNELS
+from attnlab.lab.report import claims_lra
+from attnlab.lab.report.jobs import Job, JobResult, read_result
 from attnlab.lab.tasks import TASKS
 from attnlab.lab.tasks.longrange import ListOpsSpec, load_listops, make_listops
 from attnlab.lab.tasks.longrange.baselines import rule_accuracies
@@ -83,18 +97,10 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def kernel_options(spec: str, length: int) -> tuple[str, dict[str, Any]]:
-    """The kernel of ``spec`` and its options at ``length`` tokens."""
+    """The kernel of ``spec`` and its options at ``length`` tokens (``speed``'s, in this process;
+    the accuracy runs' are their command-line form, :func:`claims_lra.kernel_options`)."""
     name, own = parse_spec(spec)
     return name, {**(scaled_options(name, length) if name != EXACT else {}), **own}
-
-
-def kernel_args(spec: str, max_length: int) -> list[str]:
-    name, opts = kernel_options(spec, max_length)
-    if name == EXACT:
-        return []
-    return [f"--model.encoder.attention.kernel={name}"] + [
-        f"--model.encoder.attention.kernel_options.{k}={v}" for k, v in opts.items()
-    ]
 
 
 def task_args(args: argparse.Namespace) -> list[str]:
@@ -105,38 +111,32 @@ def task_args(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
-def accuracy_command(args: argparse.Namespace, name: str) -> list[str]:
-    """The ``attnlab train`` options of kernel ``name``'s accuracy run (without ``--out_dir``)."""
-    return [
-        "-m", "attnlab", "train", "listops", *task_args(args),
-        *kernel_args(name, args.max_length), f"--train.max_steps={args.max_steps}",
-        "--train.epochs=1000", f"--train.batch_size={args.batch}", f"--train.seed={args.seed}",
-        "--train.log_every=0", *args.extra,
-    ]  # fmt: skip
+def accuracy_job(args: argparse.Namespace, spec: str) -> Job:
+    """Kernel ``spec``'s accuracy run: ``attnlab train listops OPTIONS``, the kernel's options
+    claim 14's."""
+    name, own = parse_spec(spec)
+    kernel = () if name == EXACT else claims_lra.kernel_options(name, args.max_length, own)
+    options = (
+        *task_args(args), *kernel, f"--train.max_steps={args.max_steps}",
+        "--train.epochs=1000", f"--train.batch_size={args.batch}", "--train.log_every=0",
+        *args.extra,
+    )  # fmt: skip
+    return Job("listops", options, args.seed, spec)
+
+
+def accuracy_row(job: Job, result: JobResult) -> dict[str, Any]:
+    return {"accuracy": result.metrics["test"]["accuracy"], "dev": result.dev,
+            "steps": result.metrics["steps"], "job": job.key, "command": job.command()}  # fmt: skip
 
 
 def run_accuracy(args: argparse.Namespace) -> dict:
-    path = args.out / "accuracy.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
-    for name in kernels(args.kernels):
-        command = accuracy_command(args, name)
-        if name in results:
-            changes = differences({"command": results[name].get("command")}, {"command": command})
-            if changes:
-                refuse(f"{path}: {name}", changes, "give this run its own --out")
-            continue
-        run = args.out / "runs" / name.replace(":", "_").replace("=", "").replace(",", "_")
-        cmd = [sys.executable, *command, f"--out_dir={run}", "--overwrite"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            results[name] = {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
-        else:
-            m = json.loads((run / "metrics.json").read_text())
-            results[name] = {"accuracy": m["test"]["accuracy"], "dev": m["best_score"],
-                             "steps": m["steps"]}  # fmt: skip
-        results[name]["command"] = command
-        path.write_text(json.dumps(results, indent=1))
-        print(name, results[name], flush=True)
+    jobs = [accuracy_job(args, spec) for spec in kernels(args.kernels)]
+    results = {}
+    for job, result in zip(jobs, train_jobs(jobs, args.out)):
+        failed = isinstance(result, str)
+        results[job.label] = {"error": result} if failed else accuracy_row(job, result)
+        print(job.label, results[job.label], flush=True)
+    (args.out / "accuracy.json").write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -195,22 +195,27 @@ def chart(args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    acc = json.loads((args.out / "accuracy.json").read_text())
+    # only this command's accuracy jobs and the speed rows made with its options: the others
+    # are listed, not drawn
+    acc, missing = {}, []
+    for spec in kernels(args.kernels):
+        job = accuracy_job(args, spec)
+        result = read_result(args.out, job)
+        if result is None:
+            missing.append(f"  - {spec}: {args.out / 'jobs' / job.key}")
+        else:
+            acc[spec] = accuracy_row(job, result)
     speed = json.loads((args.out / "speed.json").read_text())
-    # only rows made with this command's options: the others are listed, not drawn
     setup = speed_setup(args)
-    kept, notes = keep_matching(
-        acc, lambda n: differences({"command": acc[n].get("command")},
-                                   {"command": accuracy_command(args, n)}),
-        lambda n: f"accuracy.json {n}",
-    )  # fmt: skip
     fast, speed_notes = keep_matching(
         speed, lambda n: differences({k: speed[n][k] for k in setup if k in speed[n]}, setup),
         lambda n: f"speed.json {n}",
     )  # fmt: skip
-    acc = {n: acc[n] for n in kept}
     speed = {n: speed[n] for n in fast}
-    note = left_out_note(notes + speed_notes, args.out)
+    if missing:
+        missing.insert(0, "No accuracy run with these options has finished (`lra.py accuracy` "
+                          f"with them trains it), for {len(missing)} kernel(s):")  # fmt: skip
+    note = "\n".join(filter(None, [left_out_note(speed_notes, args.out), *missing]))
     if note:
         print(note)
     names = [n for n in acc if "accuracy" in acc[n] and "speedup" in speed.get(n, {})]
@@ -220,9 +225,7 @@ def chart(args: argparse.Namespace) -> None:
     rows = ["| kernel | test accuracy | speed (x exact) | peak memory (MiB) |", "|---|---|---|---|"]
     for n in acc:
         a, s = acc[n], speed.get(n, {})
-        rows.append(
-            f"| {n} | {a['accuracy']:.1%} |" if "accuracy" in a else f"| {n} | {a['error']} |"
-        )
+        rows.append(f"| {n} | {a['accuracy']:.1%} |")
         rows[-1] += (
             f" {s['speedup']:.2f} | {s['peak_bytes'] / 2**20:.0f} |" if "speedup" in s else " | |"
         )

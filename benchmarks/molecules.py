@@ -10,6 +10,14 @@ own splits). Usage::
 
     python benchmarks/molecules.py --quick   # a smoke run: 1 seed, 2 epochs, tiny model
 
+The attention runs are ``attnlab report`` jobs (claim 13, freesolv's none / mask / spd, is
+their subset: :attr:`~attnlab.lab.report.claims.MoleculeBonds.STRUCTURES` gives both the
+structure options), trained by :func:`~attnlab.lab.report.run.run_jobs` into
+``OUT/jobs/KEY/`` (KEY: a hash of the run's resolved configuration): a run that finished in
+``--out`` is read back, not trained again; an interrupted one resumes; another configuration
+is another job. The baselines score the splits of each split/seed's first attention run, its
+task rebuilt from its run directory as ``attnlab eval`` does (no second training).
+
 Prints a markdown table (mean +- std over seeds) and writes ``results.json`` under ``--out``.
 """
 
@@ -27,31 +35,39 @@ import numpy as np
 
 from attnlab.lab.chem import mol_from_smiles, morgan_fingerprints, read_sdf
 from attnlab.lab.data.registry import dataset_path
-from attnlab.lab.train import RunConfig, Trainer, apply_overrides
+from attnlab.lab.report.budgets import QUIET
+from attnlab.lab.report.claims import MoleculeBonds
+from attnlab.lab.report.jobs import Job, job_dir
+from attnlab.lab.report.run import run_jobs
+from attnlab.lab.tasks import Task
+from attnlab.lab.train import load_for_inference
 
 STRUCTURES = ("none", "mask", "spd")
 
 
-def attention_run(task: str, structure: str, split: str, seed: int, args, out: Path) -> dict:
-    """Train one attention model; its test metrics and the task (for its splits)."""
-    cfg = RunConfig.for_task(task, out_dir=str(out / f"{task}-{split}-{structure}-{seed}"))
-    overrides = [
-        f"--model.structure={structure}", f"--model.dim={args.dim}",
+def attention_job(task: str, structure: str, split: str, seed: int, args) -> Job:
+    """One attention model of the table: claim 13's options for ``structure``, this script's
+    model and recipe (``args``), ``seed`` for both the model and the random split."""
+    options = [
+        *MoleculeBonds.STRUCTURES[structure][1], f"--model.dim={args.dim}",
         f"--model.ff_hidden={2 * args.dim}",  # the width BENCHMARKS' runs had (2 x dim)
         f"--model.depth={args.depth}", f"--model.heads={args.heads}",
         f"--model.dropout={args.dropout}", f"--model.pooling={args.pooling}",
         f"--train.epochs={args.epochs}", f"--train.lr={args.lr}",
         f"--train.batch_size={args.batch_size}", f"--train.weight_decay={args.weight_decay}",
         f"--train.warmup_fraction={args.warmup}", f"--train.patience={args.patience}",
-        f"--train.seed={seed}", "--train.device=cpu", "--train.log_every=0",
-        f"--task_options.seed={seed}",
+        "--train.device=cpu", *QUIET, f"--task_options.seed={seed}",
     ]  # fmt: skip
     if task == "freesolv":
-        overrides.append(f"--task_options.split={split}")
-    cfg = apply_overrides(cfg, overrides)
-    trainer = Trainer(task, cfg, overwrite=True, progress=False)
-    result = trainer.fit()
-    return {"test": result.test, "dev": result.best_dev, "task": trainer.task}
+        options.append(f"--task_options.split={split}")
+    return Job(task, tuple(options), seed, f"{task} {split}, structure {structure}")
+
+
+def task_of(run: Path) -> Task:
+    """The task of the finished run in ``run`` with its splits set up, rebuilt as ``attnlab
+    eval`` rebuilds it (the run's config and kept data): the molecules the run was scored on."""
+    task, _, _ = load_for_inference(run, setup=True)
+    return task
 
 
 def fingerprint_baselines(task_obj, seed: int) -> dict[str, float]:
@@ -130,23 +146,24 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[tuple[str, str], list[float]] = {}
     records = []
+    jobs = {(split, seed, structure): attention_job(args.task, structure, split, seed, args)
+            for split in args.splits for seed in args.seeds for structure in args.structures}  # fmt: skip
+    results = dict(zip(jobs, run_jobs(list(jobs.values()), out)))
     for split in args.splits:
         for seed in args.seeds:
-            task_obj = None
             for structure in args.structures:
-                run = attention_run(args.task, structure, split, seed, args, out)
-                task_obj = run["task"]
-                rmse = run["test"]["rmse"]
+                job, result = jobs[split, seed, structure], results[split, seed, structure]
+                test, dev = result.metrics["test"], result.metrics["best_dev"]
+                rmse = test["rmse"]
                 rows.setdefault((split, f"attention, {structure}"), []).append(rmse)
-                records.append({"split": split, "seed": seed, "model": structure,
-                                "test": run["test"], "dev": run["dev"]})  # fmt: skip
-                if "reference_rmse" in run["test"] and structure == args.structures[0]:
-                    rows.setdefault((split, "physics calc"), []).append(
-                        run["test"]["reference_rmse"]
-                    )
+                records.append({"split": split, "seed": seed, "model": structure, "test": test,
+                                "dev": dev, "command": job.command()})  # fmt: skip
+                if "reference_rmse" in test and structure == args.structures[0]:
+                    rows.setdefault((split, "physics calc"), []).append(test["reference_rmse"])
                 print(f"{split} seed {seed} {structure}: test rmse {rmse:.3f}", flush=True)
-            if not args.no_baselines and task_obj is not None:
-                base = fingerprint_baselines(task_obj, seed)
+            if not args.no_baselines:
+                first = jobs[split, seed, args.structures[0]]
+                base = fingerprint_baselines(task_of(job_dir(out, first)), seed)
                 for name, value in base.items():
                     rows.setdefault((split, name), []).append(value)
                 records.append({"split": split, "seed": seed, "baselines": base})

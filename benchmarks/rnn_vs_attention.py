@@ -10,7 +10,7 @@ Usage::
     OMP_NUM_THREADS=2 python benchmarks/rnn_vs_attention.py decode [--positions 256 ... 8192]
     # 3. recall accuracy as the distance grows (accuracy only: any machine, one process)
     OMP_NUM_THREADS=1 python benchmarks/rnn_vs_attention.py recall [--distances 16 64 256]
-        [--train 4000] [--epochs 10] [--pooling last]
+        [--models lstm gru softmax linear bilstm] [--train 4000] [--epochs 10] [--pooling last]
 
 ``speed``: one layer of each at the same width ``dim`` (LSTM and GRU: hidden ``dim``,
 unidirectional; self-attention: ``MultiHeadAttention`` causal, exact (SDPA) or
@@ -25,14 +25,19 @@ state_bytes}``: the first two stay flat, the KV cache grows with ``p``.
 
 ``recall``: ``attnlab train recall --task_options.distance=D`` for an LSTM, a GRU
 (unidirectional), the Transformer and the Transformer with linear attention (the same width 64
-and budget); test accuracy per distance. ``--pooling`` is every model's readout: ``attention``
-(the task's default, a learned query over all positions) or ``last`` (the query's own position,
-the last token: where a forward RNN has read everything).
+and budget), and on request claim 11's 2-layer BiLSTM (``bilstm``); test accuracy per distance.
+``--pooling`` is every model's readout: ``attention`` (the task's default, a learned query over
+all positions) or ``last`` (the query's own position, the last token: where a forward RNN has
+read everything). Each run is a job of ``attnlab report``, run by ``run_jobs``
+(:mod:`attnlab.lab.report.run`) into ``OUT/jobs/KEY/`` (its log ``OUT/jobs/KEY.log``), KEY a
+hash of its resolved configuration: a finished run is read back, not trained again, an
+interrupted one resumes, and a changed option is another run. The report's claim 11
+(self-attention against the BiLSTM) is ``--models softmax bilstm --distances 16 --pooling
+last`` at its budget's sizes: at the quick budget's (``--train 20000 --epochs 1``) these are the
+report's jobs of seed ``--seed``, read back when ``--out`` is the report's directory.
 
-Each part writes ``OUT/<part>.json`` (recall: appended to ``OUT/recall_runs.json`` as runs
-finish, each with its train command; a run already there is skipped if its command is this
-one's, and stops the part, naming the differences, if not; the table and plot hold only the
-runs made with this command's options and list the others), ``OUT/<part>.md`` and
+Each part writes ``OUT/<part>.json`` (recall: this command's runs, each with its job key and
+train command; a run that failed is named under the table), ``OUT/<part>.md`` and
 ``docs/rnn_vs_attention_<part>.png``.
 """
 
@@ -40,20 +45,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stored import NOT_RECORDED, differences, keep_matching, left_out_note, refuse  # noqa: E402
+from common import train_jobs  # noqa: E402
 
 from attnlab import KVCache, MultiHeadAttention, RecurrentCache, masks
 from attnlab.lab.bench import time_call
 from attnlab.lab.bench.measure import peak_tensor_bytes
+from attnlab.lab.report.claims import ForgettingRNN
+from attnlab.lab.report.jobs import Job
 
 LENGTHS = [256, 512, 1024, 2048, 4096, 8192]
 MODELS = ("lstm", "gru", "softmax", "linear")
@@ -141,63 +146,47 @@ def bench_decode(positions, *, dim: int, heads: int, batch: int, repeats: int) -
 
 
 # ---------------------------------------------------------------------------------- recall
-RECALL_MODELS: dict[str, list[str]] = {
-    "lstm": ["--model.encoder.kind=rnn", "--model.encoder.cell=lstm",
-             "--model.encoder.bidirectional=false", "--model.encoder.hidden=64"],
-    "gru": ["--model.encoder.kind=rnn", "--model.encoder.cell=gru",
-            "--model.encoder.bidirectional=false", "--model.encoder.hidden=64"],
-    "softmax": [],
-    "linear": ["--model.encoder.attention.kernel=linear"],
-}  # fmt: skip
+_UNIDIRECTIONAL = ("--model.encoder.bidirectional=false", "--model.encoder.hidden=64")
+#: each model's options; "softmax" and "bilstm" are the two of the report's claim 11
+RECALL_MODELS: dict[str, tuple[str, ...]] = {
+    "lstm": (*ForgettingRNN.RNN, "--model.encoder.cell=lstm", *_UNIDIRECTIONAL),
+    "gru": (*ForgettingRNN.RNN, "--model.encoder.cell=gru", *_UNIDIRECTIONAL),
+    "softmax": ForgettingRNN.ATTENTION,
+    "linear": (*ForgettingRNN.ATTENTION, "--model.encoder.attention.kernel=linear"),
+    "bilstm": ForgettingRNN.RNN,
+}
 
 
-def recall_command(args: argparse.Namespace, name: str, d: int) -> list[str]:
-    """The ``attnlab train`` options of model ``name``'s recall run at distance ``d``."""
-    return [
-        "-m", "attnlab", "train", "recall",
+def recall_job(args: argparse.Namespace, name: str, d: int) -> Job:
+    """Model ``name``'s recall run at distance ``d``: ``attnlab train recall OPTIONS``."""
+    options = (
         f"--task_options.distance={d}", f"--task_options.train={args.train}",
-        f"--train.epochs={args.epochs}", "--train.log_every=0", f"--train.seed={args.seed}",
+        f"--train.epochs={args.epochs}", "--train.log_every=0",
         f"--model.head.pooling={args.pooling}", *RECALL_MODELS[name],
-    ]  # fmt: skip
+    )  # fmt: skip
+    label = f"{name}@{d}" + ("" if args.pooling == "attention" else f"-{args.pooling}")
+    return Job("recall", options, args.seed, label)
 
 
-def run_recall(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    """The recall runs of this command (trained, or read back if made with the same command),
-    and the note naming the runs of ``recall_runs.json`` made with other options."""
-    path = args.out / "recall_runs.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
-    for d in args.distances:
-        for name in args.models:
-            key = f"{name}@{d}" + ("" if args.pooling == "attention" else f"-{args.pooling}")
-            command = recall_command(args, name, d)
-            if key in results:
-                changes = differences({"command": results[key].get("command")},
-                                      {"command": command})  # fmt: skip
-                if changes:
-                    refuse(f"{path}: {key}", changes, "give this run its own --out")
-                continue
-            run = args.out / "recall_runs" / key
-            done = subprocess.run([sys.executable, *command, f"--out_dir={run}", "--overwrite"],
-                                  capture_output=True, text=True)  # fmt: skip
-            if done.returncode != 0:
-                results[key] = {"error": done.stderr.strip().splitlines()[-1]}
-            else:
-                metrics = json.loads((run / "metrics.json").read_text())
-                results[key] = {"accuracy": metrics["test"]["accuracy"]}
-            results[key].update(model=name, distance=d, pooling=args.pooling, command=command)
-            path.write_text(json.dumps(results, indent=1))
-            print(key, results[key]["accuracy" if "accuracy" in results[key] else "error"],
-                  flush=True)  # fmt: skip
-
-    def changes(key: str) -> list[str]:
-        r = results[key]
-        if r.get("model") not in RECALL_MODELS or "distance" not in r:
-            return [f"how it was made is {NOT_RECORDED}"]
-        wanted = recall_command(args, r["model"], r["distance"])
-        return differences({"command": r.get("command")}, {"command": wanted})
-
-    kept, notes = keep_matching(results, changes, str)
-    return {k: results[k] for k in kept}, left_out_note(notes, path)
+def run_recall(args: argparse.Namespace) -> tuple[list[dict], str]:
+    """The rows of this command's recall runs (each trained where it has not finished in
+    ``OUT/jobs``, read back where it has), and a note naming the runs that failed."""
+    runs = [(name, d) for d in args.distances for name in args.models]
+    jobs = [recall_job(args, name, d) for name, d in runs]
+    rows, failed = [], []
+    for (name, d), job, result in zip(runs, jobs, train_jobs(jobs, args.out)):
+        if isinstance(result, str):
+            failed.append(f"  - {job.label}: {result}")
+            print(job.label, result, flush=True)
+            continue
+        rows.append({"model": name, "distance": d, "pooling": args.pooling,
+                     "accuracy": result.metrics["test"]["accuracy"], "dev": result.dev,
+                     "job": job.key, "command": job.command()})  # fmt: skip
+        print(job.label, rows[-1]["accuracy"], flush=True)
+    note = (
+        "\n".join([f"Failed: {len(failed)} run(s), not in the table:", *failed]) if failed else ""
+    )
+    return rows, note
 
 
 # ---------------------------------------------------------------------------------- output
@@ -217,7 +206,8 @@ def plot(rows: list[dict], x: str, y: str, out: Path, *, title: str, logy: bool 
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    if rows:  # (a recall part whose every run failed has none)
+        ax.legend(fontsize=8)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -238,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", type=int, nargs="+", default=LENGTHS)
     p.add_argument("--positions", type=int, nargs="+", default=LENGTHS)
     p.add_argument("--distances", type=int, nargs="+", default=[16, 64, 256])
-    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(RECALL_MODELS),
+                   help="recall: the models to train")  # fmt: skip
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--batch", type=int, default=4)
@@ -252,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = dict(dim=args.dim, heads=args.heads, batch=args.batch, repeats=args.repeats)
-    note = ""  # recall: the runs of recall_runs.json left out (another command's)
+    note = ""  # recall: the runs that failed
     if args.part == "speed":
         rows = bench_speed(args.lengths, **sizes)
         cols, x, y = ["model", "n", "time_s", "tokens_per_s", "peak_bytes"], "n", "time_s"
@@ -262,8 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         cols, x, y = ["model", "p", "time_s", "peak_bytes", "state_bytes"], "p", "time_s"
         title = f"one decoding step at position p, width {args.dim}, batch {args.batch}"
     else:
-        runs, note = run_recall(args)
-        rows = [r for r in runs.values() if "accuracy" in r]
+        rows, note = run_recall(args)
         cols, x, y = ["model", "distance", "accuracy"], "distance", "accuracy"
         title = (
             f"recall: test accuracy against distance ({args.train} examples, {args.epochs} "

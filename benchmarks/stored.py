@@ -82,7 +82,8 @@ def _config_json(run_dir: Path) -> dict | None:
 def run_differences(run_dir: str | Path, task: str, options: Sequence[str]) -> list[str]:
     """Where the run in ``run_dir`` (its ``config.json``) differs from what ``attnlab train
     TASK OPTIONS`` resolves to now (today's defaults included); bookkeeping settings (where it
-    lives, how often it logs and saves) are not compared."""
+    lives, how often it logs and saves) are not compared, nor the precision a run saved where
+    ``auto`` is asked (what ``auto`` chose on the run's machine)."""
     from attnlab.lab.commands import normalize_overrides
     from attnlab.lab.train.checkpoint import config_changes
     from attnlab.lab.train.config import resolve_config
@@ -92,6 +93,9 @@ def run_differences(run_dir: str | Path, task: str, options: Sequence[str]) -> l
         return [f"{Path(run_dir) / 'config.json'}: {NOT_RECORDED}"]
     cfg = resolve_config(task=task, overrides=normalize_overrides(list(options)))
     wanted = json.loads(json.dumps(cfg.to_dict()))  # tuples as lists, as config.json has them
+    ran = _lookup(stored, "train.precision")
+    if wanted["train"].get("precision") == "auto" and ran is not None:
+        wanted["train"]["precision"] = ran  # the run saved what "auto" chose on its machine
     return [f"{name}: {json.dumps(_lookup(stored, name))} in the run, "
             f"{json.dumps(_lookup(wanted, name))} asked"
             for name in config_changes(stored, wanted)]  # fmt: skip

@@ -1,5 +1,6 @@
 """The benchmarks' checks of stored results against the command given (benchmarks/stored.py),
-run through benchmarks/check_stored.py: no training, no timing, no datasets."""
+and of the scripts whose trainings are report jobs, run through benchmarks/check_stored.py: no
+timing, no datasets, two tiny trainings."""
 
 import sys
 from pathlib import Path

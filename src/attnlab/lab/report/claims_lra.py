@@ -41,11 +41,13 @@ def max_length(options: tuple[str, ...]) -> int:
     return ListOpsOptions().max_length
 
 
-def kernel_options(name: str, length: int) -> tuple[str, ...]:
-    """The options that make the listops model use kernel ``name`` at ``length`` tokens."""
+def kernel_options(name: str, length: int, own: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """The options that make the listops model use kernel ``name`` at ``length`` tokens (``own``:
+    options of the kernel's own on top, e.g. ``{"block": 16}``; ``benchmarks/lra.py`` builds
+    its runs with this too)."""
     from attnlab.lab.bench.attention import scaled_options
 
-    opts = scaled_options(name, length)
+    opts = scaled_options(name, length, own)
     return (f"--model.encoder.attention.kernel={name}",
             *(f"--model.encoder.attention.kernel_options.{k}={v}" for k, v in opts.items()))  # fmt: skip
 
