@@ -21,6 +21,9 @@ Usage: python benchmarks/bench_core.py [--quick] [--only NAME ...] [--out result
     ``attnlab.backends.dropout_blocks``) vs the weights materialised (SDPA's math path, what it
     runs under ``torch.compile``), forward + backward with p = 0.1, a key-padding mask on half
     the batch, fp32 and bf16 autocast; and the peak memory of each
+12. the additive score, forward + backward: a block of queries at a time in float32 (what
+    ``AdditiveScore`` runs on a CPU, ``attnlab.additive_blocks``) vs the one-broadcast formula,
+    fp32 and bf16 autocast; and the peak memory of each
 """
 
 from __future__ import annotations
@@ -435,9 +438,49 @@ def dropout_blocks(shapes):
     return rows
 
 
+def additive_blocks(shapes):
+    """Forward + backward of the additive scores of ``(b, h, n, a)`` projected queries and keys:
+    :func:`attnlab.additive_blocks.additive_scores` against the broadcast formula (the tanh
+    tensor ``(b, h, n, n, a)`` materialised), interleaved, fp32 and under bf16 autocast (the
+    inputs in bf16, as the projections give them there)."""
+    from attnlab.additive_blocks import additive_scores
+
+    def broadcast(qa, ka, w):
+        hidden = torch.tanh(qa.unsqueeze(3) + ka.unsqueeze(2))
+        return torch.einsum("bhija,ha->bhij", hidden, w.to(hidden.dtype))
+
+    rows = []
+    for b, h, n, a in shapes:
+        for dtype in ("fp32", "bf16"):
+            kind = torch.bfloat16 if dtype == "bf16" else torch.float32
+            qa, ka = (torch.randn(b, h, n, a, dtype=kind, requires_grad=True) for _ in range(2))
+            w = torch.randn(h, a, requires_grad=True)
+
+            def step(fn):
+                with torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16"):
+                    out = fn(qa, ka, w)
+                out.float().sum().backward()
+
+            t = time_interleaved({"blocks": lambda: step(additive_scores),
+                                  "broadcast": lambda: step(broadcast)},
+                                 rounds=3, min_time=0.3)  # fmt: skip
+            row = dict(b=b, h=h, n=n, a=a, dtype=dtype, blocks_ms=t["blocks"] * 1e3,
+                       broadcast_ms=t["broadcast"] * 1e3, speedup=t["broadcast"] / t["blocks"])  # fmt: skip
+            if dtype == "fp32":
+                row["blocks_peak_mb"] = peak_tensor_bytes(lambda: step(additive_scores))[0] / 2**20
+                row["broadcast_peak_mb"] = peak_tensor_bytes(lambda: step(broadcast))[0] / 2**20
+            rows.append(row)
+            memory = (f", peak {row['blocks_peak_mb']:.0f} vs {row['broadcast_peak_mb']:.0f} MiB"
+                      if dtype == "fp32" else "")  # fmt: skip
+            print(f"  b={b} h={h} n={n} a={a} {dtype}: blocks {row['blocks_ms']:.2f} ms, "
+                  f"broadcast {row['broadcast_ms']:.2f} ms, x{row['speedup']:.2f}{memory}",
+                  flush=True)  # fmt: skip
+    return rows
+
+
 #: the comparisons, in the order of the module docstring (``--only`` picks some)
 SECTIONS = ("eval", "train", "dense", "local", "additive", "bf16", "loop", "lowp", "banded",
-            "lowpref", "dropout")  # fmt: skip
+            "lowpref", "dropout", "addblocks")  # fmt: skip
 
 
 def main() -> None:
@@ -487,6 +530,12 @@ def main() -> None:
             [(64, 4, 64, 16), (2, 8, 2708, 8)] if q
             else [(64, 4, 64, 16), (16, 4, 256, 16), (4, 4, 1024, 16), (2, 4, 2048, 32),
                   (16, 8, 300, 64), (1, 8, 2708, 8)]
+        )  # fmt: skip
+    if "addblocks" in only:
+        print("12. the additive score: queries in blocks vs one broadcast", flush=True)
+        res["addblocks"] = additive_blocks(
+            [(64, 4, 48, 16)] if q else [(64, 4, 48, 16), (32, 4, 128, 16), (8, 4, 512, 16),
+                                         (16, 8, 128, 64)]
         )  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,34 @@ def test_additive_score_per_pair():
         torch.testing.assert_close(got[b, hh, i, j], want)
 
 
+def test_additive_scores_in_blocks_are_the_broadcast_sum(monkeypatch):
+    """Many blocks of queries (13 in blocks of 4: the last one short): values and gradients of
+    the projected queries and keys and of w equal the one-broadcast formula in float64."""
+    from attnlab import additive_blocks
+
+    monkeypatch.setattr(additive_blocks, "BLOCK_ELEMENTS", 4 * 2 * 3 * 11 * 5)  # 4 queries
+    qa, ka = (torch.randn(2, 3, n, 5, dtype=F64, requires_grad=True) for n in (13, 11))
+    w = torch.randn(3, 5, dtype=F64, requires_grad=True)
+    got = additive_blocks.additive_scores(qa, ka, w)
+    want = torch.einsum("bhija,ha->bhij", torch.tanh(qa.unsqueeze(3) + ka.unsqueeze(2)), w)
+    torch.testing.assert_close(got, want, atol=1e-14, rtol=0)
+    g = torch.randn_like(want)
+    for a, b in zip(
+        torch.autograd.grad(got, (qa, ka, w), g), torch.autograd.grad(want, (qa, ka, w), g)
+    ):
+        torch.testing.assert_close(a, b, atol=1e-13, rtol=0)
+    assert additive_blocks.block_queries(2, 3, 11, 5) == 4
+
+
+def test_additive_scores_under_bf16_autocast_come_back_in_bf16_close_to_float32():
+    score = AdditiveScore(head_dim=8, heads=2)
+    q, k, _ = qkv(h=2, d=8, dtype=torch.float32, requires_grad=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = score(q, k)
+    assert low.dtype == torch.bfloat16
+    torch.testing.assert_close(low.float(), score(q, k), atol=0.05, rtol=0.02)
+
+
 def test_normalizations_follow_their_definitions():
     s = torch.randn(2, 2, 5, 6, dtype=F64)
     mask = torch.rand(2, 2, 5, 6) < 0.6

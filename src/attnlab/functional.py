@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .additive_blocks import additive_scores
 from .dropout import dropout as drop
 from .masks import Mask, check_mask, check_pair_shape, live_keys
 from .numerics import at_least_float32, masked_softmax, safe_max, zero_dead_keys
@@ -181,6 +182,9 @@ class AdditiveScore(nn.Module):
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
         qa = torch.einsum("bhid,hda->bhia", q, self.w_q.to(q.dtype))
         ka = torch.einsum("bhjd,hda->bhja", k, self.w_k.to(k.dtype))
+        if q.device.type == "cpu" and not torch.compiler.is_compiling():
+            # the same sum, a block of queries at a time, in cache (attnlab.additive_blocks)
+            return additive_scores(qa, ka, self.w)
         hidden = torch.tanh(qa.unsqueeze(3) + ka.unsqueeze(2))  # (b, h, i, j, a)
         return torch.einsum("bhija,ha->bhij", hidden, self.w.to(hidden.dtype))
 
