@@ -87,11 +87,7 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
         RunError: a run failed; the message names the job and its log.
     """
     out = Path(out)
-    plan: dict[str, Job] = {}
-    for job in jobs:
-        for step in job.chain():
-            plan.setdefault(step.key, step)
-    _run_local([j for j in plan.values() if read_result(out, j) is None], out, processes)
+    _run_local([j for j in _with_inits(jobs) if read_result(out, j) is None], out, processes)
     results = [read_result(out, j) for j in jobs]
     for job, result in zip(jobs, results):
         if result is None:
@@ -103,12 +99,17 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
 
 def _jobs(claims: Sequence[Claim], budget) -> list[Job]:
     """Every job of ``claims``, once, with the ``init`` jobs they start from."""
+    return _with_inits([job for claim in claims for runs in claim.jobs(budget).values()
+                        for job in runs])  # fmt: skip
+
+
+def _with_inits(jobs: Sequence[Job]) -> list[Job]:
+    """``jobs`` and the ``init`` jobs they start from, each once (by key), an init job before
+    the first job that starts from it."""
     seen: dict[str, Job] = {}
-    for claim in claims:
-        for runs in claim.jobs(budget).values():
-            for job in runs:
-                for step in job.chain():
-                    seen.setdefault(step.key, step)
+    for job in jobs:
+        for step in job.chain():
+            seen.setdefault(step.key, step)
     return list(seen.values())
 
 
