@@ -399,6 +399,25 @@ def lowp_reference(lengths, dims=(28, 32, 64), heads=4, tokens=1 << 18):
     return rows
 
 
+def _blocks_against(shape: dict, dtype: str, other: str, step) -> dict:
+    """One row of sections 11 and 12: ``step(True)`` (the blocks) and ``step(False)`` (the
+    ``other`` path) timed in turns, their speed ratio and, in fp32, each one's peak tensor
+    memory; printed as it is measured."""
+    t = time_interleaved({"blocks": lambda: step(True), other: lambda: step(False)},
+                         rounds=3, min_time=0.3)  # fmt: skip
+    row = dict(**shape, dtype=dtype, blocks_ms=t["blocks"] * 1e3, **{f"{other}_ms": t[other] * 1e3},
+               speedup=t[other] / t["blocks"])  # fmt: skip
+    memory = ""
+    if dtype == "fp32":
+        row["blocks_peak_mb"] = peak_tensor_bytes(lambda: step(True))[0] / 2**20
+        row[f"{other}_peak_mb"] = peak_tensor_bytes(lambda: step(False))[0] / 2**20
+        memory = f", peak {row['blocks_peak_mb']:.0f} vs {row[f'{other}_peak_mb']:.0f} MiB"
+    sizes = " ".join(f"{k}={v}" for k, v in shape.items())
+    print(f"  {sizes} {dtype}: blocks {row['blocks_ms']:.2f} ms, {other} {row[f'{other}_ms']:.2f} "
+          f"ms, x{row['speedup']:.2f}{memory}", flush=True)  # fmt: skip
+    return row
+
+
 def dropout_blocks(shapes):
     """Forward + backward with attention dropout, ``(b, h, n, d)`` per row: the sdpa
     backend's eager path (blocks of queries) against its materialised path, interleaved, in
@@ -420,21 +439,7 @@ def dropout_blocks(shapes):
                     out = _math_with_dropout(problem, blocks=blocks)
                 out.float().sum().backward()
 
-            t = time_interleaved({"blocks": lambda: step(True),
-                                  "materialised": lambda: step(False)},
-                                 rounds=3, min_time=0.3)  # fmt: skip
-            row = dict(b=b, h=h, n=n, d=d, dtype=dtype, blocks_ms=t["blocks"] * 1e3,
-                       materialised_ms=t["materialised"] * 1e3,
-                       speedup=t["materialised"] / t["blocks"])  # fmt: skip
-            if dtype == "fp32":
-                row["blocks_peak_mb"] = peak_tensor_bytes(lambda: step(True))[0] / 2**20
-                row["materialised_peak_mb"] = peak_tensor_bytes(lambda: step(False))[0] / 2**20
-            rows.append(row)
-            memory = (f", peak {row['blocks_peak_mb']:.0f} vs {row['materialised_peak_mb']:.0f}"
-                      " MiB" if dtype == "fp32" else "")  # fmt: skip
-            print(f"  b={b} h={h} n={n} d={d} {dtype}: blocks {row['blocks_ms']:.2f} ms, "
-                  f"materialised {row['materialised_ms']:.2f} ms, x{row['speedup']:.2f}{memory}",
-                  flush=True)  # fmt: skip
+            rows.append(_blocks_against(dict(b=b, h=h, n=n, d=d), dtype, "materialised", step))
     return rows
 
 
@@ -456,25 +461,12 @@ def additive_blocks(shapes):
             qa, ka = (torch.randn(b, h, n, a, dtype=kind, requires_grad=True) for _ in range(2))
             w = torch.randn(h, a, requires_grad=True)
 
-            def step(fn):
+            def step(blocks, dtype=dtype, qa=qa, ka=ka, w=w):
                 with torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16"):
-                    out = fn(qa, ka, w)
+                    out = (additive_scores if blocks else broadcast)(qa, ka, w)
                 out.float().sum().backward()
 
-            t = time_interleaved({"blocks": lambda: step(additive_scores),
-                                  "broadcast": lambda: step(broadcast)},
-                                 rounds=3, min_time=0.3)  # fmt: skip
-            row = dict(b=b, h=h, n=n, a=a, dtype=dtype, blocks_ms=t["blocks"] * 1e3,
-                       broadcast_ms=t["broadcast"] * 1e3, speedup=t["broadcast"] / t["blocks"])  # fmt: skip
-            if dtype == "fp32":
-                row["blocks_peak_mb"] = peak_tensor_bytes(lambda: step(additive_scores))[0] / 2**20
-                row["broadcast_peak_mb"] = peak_tensor_bytes(lambda: step(broadcast))[0] / 2**20
-            rows.append(row)
-            memory = (f", peak {row['blocks_peak_mb']:.0f} vs {row['broadcast_peak_mb']:.0f} MiB"
-                      if dtype == "fp32" else "")  # fmt: skip
-            print(f"  b={b} h={h} n={n} a={a} {dtype}: blocks {row['blocks_ms']:.2f} ms, "
-                  f"broadcast {row['broadcast_ms']:.2f} ms, x{row['speedup']:.2f}{memory}",
-                  flush=True)  # fmt: skip
+            rows.append(_blocks_against(dict(b=b, h=h, n=n, a=a), dtype, "broadcast", step))
     return rows
 
 
