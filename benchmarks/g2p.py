@@ -2,7 +2,9 @@
 
 Each run is ``attnlab train g2p`` with a preset (below) and any extra ``--a.b=value`` options;
 its test metrics (greedy decoding of the best dev checkpoint), and optionally the same
-checkpoint decoded with beam search (``--beam 5``), are appended to ``--out`` with the config,
+checkpoint decoded with beam search (``--beam 5``; decoded as ``attnlab eval`` and claim 15 of
+``attnlab report`` decode, by :func:`attnlab.lab.report.rescore.beam_scores`: the run's batch
+size and precision; before 2026-12-05 this script decoded in float32), are appended to ``--out`` with the config,
 the steps, the wall time and the machine's load. ``--minutes M`` sizes ``train.max_steps`` so
 that training takes about ``M`` minutes: it first times a few training steps on this machine,
 now (a busy machine gets fewer steps). ``--collect RUN_DIR`` only records an existing run,
@@ -35,6 +37,7 @@ from pathlib import Path
 import torch
 
 from attnlab.lab.cli import main as attnlab
+from attnlab.lab.report.rescore import beam_scores
 from attnlab.lab.train.batching import bucket_batches, epoch_order, make_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -141,22 +144,6 @@ def bucketing(options: list[str], bucket: int, *, steps: int = 10, rounds: int =
     return row
 
 
-def split_metrics(checkpoint: Path, split: str, beam: int) -> dict:
-    """``split`` metrics of ``checkpoint`` (a .pt file or a run's ``best.pt``), decoded with
-    beam ``beam`` (1: greedy), in float32."""
-    from dataclasses import replace
-
-    from attnlab.lab.train.checkpoint import load_for_inference
-
-    task, model, cfg = load_for_inference(checkpoint)
-    task.setup(replace(cfg.task_options, eval_beam=beam))
-    examples = task.splits()[split]
-    model.eval()
-    with torch.no_grad():
-        batches = (task.collate(examples[i : i + 512]) for i in range(0, len(examples), 512))
-        return task.evaluate(model, batches)
-
-
 def averaged(run: Path, lasts: list[int], beam: int) -> dict:
     """Checkpoint averaging of ``run``'s epoch snapshots (``train.keep_epochs``): dev PER/WER
     of its last epoch and of the mean of its last K for each K in ``lasts``; the K with the
@@ -167,16 +154,16 @@ def averaged(run: Path, lasts: list[int], beam: int) -> dict:
     snapshots = sorted(run.glob(EPOCH_SNAPSHOTS))
     if len(snapshots) < max(lasts):
         raise SystemExit(f"{run}: {len(snapshots)} epoch snapshots, --average needs {max(lasts)}")
-    dev = {1: split_metrics(snapshots[-1], "dev", 1)}
+    dev = {1: beam_scores(snapshots[-1], 1, ("dev",))["dev"]}
     for k in lasts:
         save_checkpoint(run / f"avg{k}.pt", average_checkpoints(snapshots[-k:]))
-        dev[k] = split_metrics(run / f"avg{k}.pt", "dev", 1)
+        dev[k] = beam_scores(run / f"avg{k}.pt", 1, ("dev",))["dev"]
     best = min(dev, key=lambda k: dev[k]["per"])
     chosen = snapshots[-1] if best == 1 else run / f"avg{best}.pt"
     row = {"average_dev": {str(k): m for k, m in dev.items()}, "average_chosen": best,
-           "average_test": split_metrics(chosen, "test", 1)}  # fmt: skip
+           "average_test": beam_scores(chosen, 1, ("test",))["test"]}  # fmt: skip
     if beam > 1:
-        row[f"average_test_beam{beam}"] = split_metrics(chosen, "test", beam)
+        row[f"average_test_beam{beam}"] = beam_scores(chosen, beam, ("test",))["test"]
     return row
 
 
@@ -198,7 +185,7 @@ def record(
            "task_options": config["task_options"], "test": metrics.get("test"),
            "machine": machine(), "load_avg": os.getloadavg(), **extra}  # fmt: skip
     if beam > 1:
-        row[f"test_beam{beam}"] = split_metrics(run / "best.pt", "test", beam)
+        row[f"test_beam{beam}"] = beam_scores(run / "best.pt", beam, ("test",))["test"]
     if average:
         row.update(averaged(run, average, beam))
     emit(row, out)

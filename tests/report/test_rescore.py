@@ -92,6 +92,8 @@ def test_beam_1_rescoring_gives_the_runs_own_greedy_test_metrics(tmp_path, capsy
     assert greedy["dev"]["per"] == pytest.approx(metrics["best_dev"]["per"], rel=1e-6)
     beam = beam_scores(run, beam=3)
     assert set(beam) == {"dev", "test"} and beam["test"]["words"] == metrics["test"]["words"]
+    # a checkpoint file (benchmarks/g2p.py decodes averaged snapshots so), one split
+    assert beam_scores(run / "best.pt", 1, ("test",)) == {"test": greedy["test"]}
 
 
 def _g2p(seed: int, dev_per: float, beam_per: float) -> JobResult:

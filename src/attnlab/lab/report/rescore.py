@@ -44,13 +44,17 @@ def scores_at_lengths(run: str | Path) -> dict[str, dict[str, float | str]]:
     return out
 
 
-def beam_scores(run: str | Path, beam: int = BEAM) -> dict[str, dict[str, float]]:
-    """``{"dev": metrics, "test": metrics}`` of the seq2seq run ``run`` (its best checkpoint)
-    decoded with beam search of width ``beam`` instead of the run's own decoding."""
+def beam_scores(
+    path: str | Path, beam: int = BEAM, splits: tuple[str, ...] = ("dev", "test")
+) -> dict[str, dict[str, float]]:
+    """``{split: metrics}`` of the seq2seq model at ``path`` (a run directory, its best
+    checkpoint, or a ``.pt`` file such as an average of snapshots) on each of ``splits``,
+    decoded with beam search of width ``beam`` (1: greedy) instead of the run's own decoding,
+    as ``attnlab eval`` evaluates (the run's batch size and precision)."""
     from attnlab.lab.commands import evaluate_examples
     from attnlab.lab.train.checkpoint import load_for_inference
 
-    task, model, cfg = load_for_inference(str(run), setup=True)
+    task, model, cfg = load_for_inference(str(path), setup=True)
     task.options = replace(task.options, eval_beam=beam)
-    splits = task.splits()
-    return {split: evaluate_examples(task, model, cfg, splits[split]) for split in ("dev", "test")}
+    examples = task.splits()
+    return {split: evaluate_examples(task, model, cfg, examples[split]) for split in splits}
