@@ -46,6 +46,7 @@ def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(s
         assert f"## {claim.number}. {claim.name}" in md
         assert f"id='c{claim.number}'" in page
     assert "checks the plumbing only" in md and "checks the plumbing only" in page
+    assert "Unfinished." not in md and "Unfinished." not in page  # every job has run
     assert "did not hold" not in md.split("## 1.")[0]  # one seed: no verdict either way
     assert 'src="http' not in page and "<script" not in page  # self-contained, plots inline
     trained = [c for c in CLAIMS.values() if c.jobs(BUDGETS["smoke"])]  # claim 9: computed
@@ -154,6 +155,12 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, c
 def test_shards_and_collect_make_the_whole_report(tmp_path, capsys):
     shared = tmp_path / "shared"
     assert _report(shared, "--claims", "scores", "--shard", "1/2") == 0
+    half = (shared / "report.md").read_text()  # one of the two jobs: the page says so
+    assert (
+        "1 of its 2 jobs have finished" in half
+        and "Unfinished." in (shared / "report.html").read_text()
+    )
+    assert f"attnlab report --budget smoke --out {shared}` runs the rest" in half
     assert _report(shared, "--claims", "scores", "--shard", "2/2") == 0
     assert main(["report", "--collect", str(shared)]) == 0
     whole = tmp_path / "whole"

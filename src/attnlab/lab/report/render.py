@@ -57,12 +57,29 @@ def sections(
 def render(out: Path, budget: Budget, claims: Sequence[Claim]) -> str:
     """Write the three files into ``out``; return a one-line summary."""
     done, results = sections(out, budget, claims)
+    progress = _progress(len(results), _planned(budget, claims), budget, out)
     write_results(out / "results.jsonl", results)
-    atomic_write_text(out / "report.md", _markdown(done, results, budget))
-    atomic_write_text(out / "report.html", _html(done, results, budget))
+    atomic_write_text(out / "report.md", _markdown(done, results, budget, progress))
+    atomic_write_text(out / "report.html", _html(done, results, budget, progress))
     counts = {v: sum(s.verdict is v for s in done) for v in Verdict}
     summary = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)
     return f"{out / 'report.html'}: {len(done)} claims ({summary}); {len(results)} jobs finished"
+
+
+def _planned(budget: Budget, claims: Sequence[Claim]) -> int:
+    """How many jobs the report of ``claims`` at ``budget`` runs, each once (by key), the runs
+    that jobs start from (``init``) included."""
+    return len({step.key for claim in claims for runs in claim.jobs(budget).values()
+                for job in runs for step in job.chain()})  # fmt: skip
+
+
+def _progress(finished: int, total: int, budget: Budget, out: Path) -> str:
+    """The header's line on how much of the report has run ("" when all of it has)."""
+    if finished >= total:
+        return ""
+    return (f"{finished} of its {total} jobs have finished; the claims they do not decide yet "
+            f"are pending (`attnlab report --budget {budget.name} --out {out}` runs the rest, "
+            "resuming where it stopped).")  # fmt: skip
 
 
 def _fmt(value, percent: bool = True) -> str:
@@ -126,8 +143,12 @@ def _provenance(results: Sequence[JobResult]) -> list[str]:
             f"({', '.join(f'{r.label} s{r.seed} {r.wall_s:.0f} s' for r in results)})"]  # fmt: skip
 
 
-def _markdown(done: Sequence[Section], results: Sequence[JobResult], budget: Budget) -> str:
+def _markdown(
+    done: Sequence[Section], results: Sequence[JobResult], budget: Budget, progress: str = ""
+) -> str:
     lines = ["# The lecture, verified", "", f"Budget **{budget.name}**: {budget.note}.", ""]
+    if progress:
+        lines += [f"**Unfinished.** {progress}", ""]
     if budget.name == "smoke":
         lines += ["**This smoke report checks the plumbing only: its verdicts say nothing about "
                   "the claims.**", ""]  # fmt: skip
@@ -182,12 +203,16 @@ def _png(fig) -> str:
     return f'<img alt="plot" src="data:image/png;base64,{data}">'
 
 
-def _html(done: Sequence[Section], results: Sequence[JobResult], budget: Budget) -> str:
+def _html(
+    done: Sequence[Section], results: Sequence[JobResult], budget: Budget, progress: str = ""
+) -> str:
     e = html.escape
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>attnlab report "
              f"({e(budget.name)})</title><style>{_CSS}</style></head><body>",
              "<h1>The lecture, verified</h1>",
              f"<p>Budget <b>{e(budget.name)}</b>: {e(budget.note)}.</p>"]  # fmt: skip
+    if progress:
+        parts.append(f"<p class='warn'><b>Unfinished.</b> {e(progress).replace('`', '')}</p>")
     if budget.name == "smoke":
         parts.append("<p class='warn'>This smoke report checks the plumbing only: its verdicts "
                      "say nothing about the claims.</p>")  # fmt: skip
