@@ -277,3 +277,15 @@ def test_local_processes_give_the_same_results(tmp_path):
     assert all(two[k] == pytest.approx(one[k], abs=2e-3) for k in one)
     threads = {r.provenance["threads"] for r in read_results(tmp_path / "two" / "results.jsonl")}
     assert threads == {max(1, (os.cpu_count() or 1) // 2)}  # the machine's threads divided
+
+
+def test_a_report_with_nothing_finished_renders_as_pending(tmp_path, capsys):
+    # as after `attnlab report --budget smoke --claims scores` interrupted in its first job
+    (tmp_path / "report.json").write_text(json.dumps({"budget": "smoke", "claims": ["4"]}))
+    assert main(["report", "--collect", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text()
+    total = len({step.key for runs in next(c for c in CLAIMS.values() if c.number == 4).jobs(BUDGETS["smoke"]).values()
+                 for job in runs for step in job.chain()})  # fmt: skip
+    assert f"0 of its {total} jobs have finished" in md
+    assert "## 4. dot-product or additive scores: pending" in md
+    assert "no job of this claim has finished yet" in md and "computed when" not in md

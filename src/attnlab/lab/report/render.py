@@ -119,7 +119,11 @@ def _table(s: Section) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def _provenance(results: Sequence[JobResult]) -> list[str]:
+def _provenance(results: Sequence[JobResult], trains: bool = False) -> list[str]:
+    """The provenance lines of a section from its finished ``results``; ``trains``: the claim
+    has jobs to run (with none finished it is pending, not computed)."""
+    if not results and trains:
+        return ["no job of this claim has finished yet"]
     if not results:
         import torch
 
@@ -172,7 +176,7 @@ def _markdown(
                       "| " + " | ".join(head) + " |", "|---" * len(head) + "|",
                       *("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
                         for row in cells), "", "</details>"]  # fmt: skip
-        lines += ["", "**Provenance.**", ""] + [f"- {p}" for p in _provenance(mine)]
+        lines += ["", "**Provenance.**", ""] + [f"- {p}" for p in _provenance(mine, bool(s.rows))]
         lines += ["", "**Reproduce.**", "", "```bash", *s.commands, "```"]
     return "\n".join(lines) + "\n"
 
@@ -245,7 +249,7 @@ def _html(
                                                     for c in row) + "</tr>" for row in cells)
                          + "</table></details>")  # fmt: skip
         parts.append("<p><b>Provenance.</b></p><ul class='muted'>")
-        parts += [f"<li>{e(p)}</li>" for p in _provenance(_results_of(s, results))]
+        parts += [f"<li>{e(p)}</li>" for p in _provenance(_results_of(s, results), bool(s.rows))]
         parts.append(f"</ul><p><b>Reproduce.</b></p><pre>{e(chr(10).join(s.commands))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts)
