@@ -284,7 +284,8 @@ def test_a_report_with_nothing_finished_renders_as_pending(tmp_path, capsys):
     (tmp_path / "report.json").write_text(json.dumps({"budget": "smoke", "claims": ["4"]}))
     assert main(["report", "--collect", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
-    total = len({step.key for runs in next(c for c in CLAIMS.values() if c.number == 4).jobs(BUDGETS["smoke"]).values()
+    scores = next(c for c in CLAIMS.values() if c.number == 4)
+    total = len({step.key for runs in scores.jobs(BUDGETS["smoke"]).values()
                  for job in runs for step in job.chain()})  # fmt: skip
     assert f"0 of its {total} jobs have finished" in md
     assert "## 4. dot-product or additive scores: pending" in md
