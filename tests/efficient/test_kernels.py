@@ -355,6 +355,29 @@ def test_causal_feature_kernels_decode_with_a_kv_cache(name):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=1e-10)
 
 
+@pytest.mark.parametrize("mask_kind", ["none", "padding"])
+def test_feature_kernels_equal_their_formula_term_by_term(mask_kind):
+    # o_i = sum_j phi(q_i).phi(k_j) v_j / sum_j phi(q_i).phi(k_j) over real keys, with
+    # elu + 1 (linear) and exp(W x - |x|^2 / 2), x = t / d^(1/4) (Performer, its own W)
+    q, k, v = rand_qkv()
+    mask = MASKS[mask_kind]()
+    lengths = torch.tensor([N, N] if mask is None else [N - 4, N])  # as MASKS' padding
+    real = (torch.arange(N) < lengths[:, None])[:, None, None, :]  # (b, 1, 1, j)
+    performer = make_kernel("performer", dim=DIM, heads=HEADS, features=24, seed=0).double()
+    w = performer.projection
+
+    def favor(t):
+        x = t * D**-0.25
+        return torch.exp(x @ w.T - (x * x).sum(-1, keepdim=True) / 2)
+
+    for kernel, phi in ((make_kernel("linear", dim=DIM, heads=HEADS).double(),
+                         lambda t: torch.nn.functional.elu(t) + 1),
+                        (performer.eval(), favor)):  # fmt: skip
+        a = (phi(q) @ phi(k).transpose(-2, -1)).masked_fill(~real, 0)  # (b, h, i, j)
+        expected = (a @ v) / a.sum(-1, keepdim=True)
+        torch.testing.assert_close(kernel(q, k, v, mask=mask), expected, atol=1e-12, rtol=1e-10)
+
+
 def _performer_error(features: int, seed: int, q, k, v, exact) -> float:
     kernel = make_kernel("performer", dim=DIM, heads=HEADS, features=features, seed=seed)
     out = kernel.double().eval()(q, k, v)

@@ -72,11 +72,12 @@ def linear_attention(
     dtype = torch.promote_types(torch.promote_types(phi_q.dtype, v.dtype), torch.float32)
     phi_q, phi_k, v = phi_q.to(dtype), phi_k.to(dtype), v.to(dtype)
     if not causal:
-        kv = torch.einsum("bhjd,bhje->bhde", phi_k, v)  # (b, h, d, e)
-        z = phi_k.sum(2)  # (b, h, d)
-        num = phi_q @ kv  # (b, h, i, e)
-        den = torch.einsum("bhid,bhd->bhi", phi_q, z)
-        return _ratio(num, den)
+        # S and z in one product (z = phi(K)^T 1: v with a column of ones), then numerator and
+        # denominator in one more: each feature map is read once, forward and backward
+        ones = torch.ones_like(v[..., :1])
+        kvz = phi_k.transpose(-2, -1) @ torch.cat([v, ones], dim=-1)  # (b, h, d, e + 1)
+        out = phi_q @ kvz  # (b, h, i, e + 1)
+        return _ratio(out[..., :-1], out[..., -1])
     b, h, i, d = phi_q.shape
     j, e = phi_k.shape[2], v.shape[-1]
     # Keys before the first query form the initial state; key t of the rest aligns with query t.

@@ -217,8 +217,11 @@ class PerformerKernel(AttentionKernel):
     def _log_features(self, x: Tensor) -> Tensor:
         """``W x - |x|^2 / 2`` for ``x = t / d^{1/4}``: ``(b, h, n, m)`` in float32 or wider."""
         x = x.to(torch.promote_types(x.dtype, torch.float32)) * self.head_dim**-0.25
-        proj = x @ self.projection.to(x.dtype).T  # (b, h, n, m)
-        return proj - 0.5 * (x * x).sum(-1, keepdim=True)
+        # one product, [x, |x|^2] @ [W, -1/2]^T, instead of W x and a pass over its (b, h, n, m)
+        # result to subtract the norms (and another in backward)
+        half = torch.full_like(self.projection[:, :1], -0.5, dtype=x.dtype)
+        w = torch.cat([self.projection.to(x.dtype), half], dim=-1)  # (m, d + 1)
+        return torch.cat([x, (x * x).sum(-1, keepdim=True)], dim=-1) @ w.T  # (b, h, n, m)
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, parts: MaskParts, *, q_offset: int = 0
