@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from .budgets import Budget
-from .jobs import Job, JobResult
+from .jobs import Job, JobResult, with_inits
 from .stats import Comparison, Verdict, combine
 
-__all__ = ["Claim", "Section", "compare", "scores_of", "is_fraction", "SA", "fc"]
+__all__ = ["Claim", "Section", "claims_plan", "compare", "scores_of", "is_fraction", "SA", "fc"]
 
 
 SA = ("self-attention (4 heads)", ())
@@ -94,6 +94,13 @@ class Claim:
         extra["notes"] = [*extra.get("notes", []), *(f"revised: {r}" for r in self.revisions)]
         return Section(self.number, self.name, self.claim, self.setup, self.rule, rows, parts,
                        combine(verdicts), plot=_bar_plot(self, rows), **extra)  # fmt: skip
+
+
+def claims_plan(claims: Sequence[Claim], budget: Budget) -> list[Job]:
+    """Every job of ``claims`` at ``budget``, once, with the ``init`` jobs they start from: what
+    the report runs, and what its pages count as planned."""
+    return with_inits(job for claim in claims for runs in claim.jobs(budget).values()
+                      for job in runs)  # fmt: skip
 
 
 def is_fraction(metric: str | None) -> bool:

@@ -26,7 +26,15 @@ from attnlab.lab.train.atomic import atomic_write_text
 from attnlab.lab.train.checkpoint import BOOKKEEPING
 from attnlab.lab.train.config import resolve_config
 
-__all__ = ["Job", "JobResult", "read_result", "read_results", "write_results", "shard"]
+__all__ = [
+    "Job",
+    "JobResult",
+    "read_result",
+    "read_results",
+    "write_results",
+    "shard",
+    "with_inits",
+]
 
 #: bump when what a key covers changes (a key names the same run forever)
 JOB_FORMAT = 2
@@ -162,6 +170,16 @@ def write_results(path: Path, results: Iterable[JobResult]) -> None:
     """``results.jsonl``: one result a line, by key; written atomically."""
     atomic_write_text(path, "".join(json.dumps(asdict(r), sort_keys=True) + "\n"
                                     for r in sorted(results, key=lambda r: r.key)))  # fmt: skip
+
+
+def with_inits(jobs: Iterable[Job]) -> list[Job]:
+    """``jobs`` and the ``init`` jobs they start from, each once (by key), an init job before
+    the first job that starts from it."""
+    seen: dict[str, Job] = {}
+    for job in jobs:
+        for step in job.chain():
+            seen.setdefault(step.key, step)
+    return list(seen.values())
 
 
 def shard(jobs: Sequence[Job], spec: str | None) -> list[Job]:

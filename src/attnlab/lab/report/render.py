@@ -18,7 +18,7 @@ from pathlib import Path
 from attnlab.lab.train.atomic import atomic_write_text
 
 from .budgets import Budget
-from .claim import Claim, Section, is_fraction
+from .claim import Claim, Section, claims_plan, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
 
@@ -57,20 +57,13 @@ def sections(
 def render(out: Path, budget: Budget, claims: Sequence[Claim]) -> str:
     """Write the three files into ``out``; return a one-line summary."""
     done, results = sections(out, budget, claims)
-    progress = _progress(len(results), _planned(budget, claims), budget, out)
+    progress = _progress(len(results), len(claims_plan(claims, budget)), budget, out)
     write_results(out / "results.jsonl", results)
     atomic_write_text(out / "report.md", _markdown(done, results, budget, progress))
     atomic_write_text(out / "report.html", _html(done, results, budget, progress))
     counts = {v: sum(s.verdict is v for s in done) for v in Verdict}
     summary = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)
     return f"{out / 'report.html'}: {len(done)} claims ({summary}); {len(results)} jobs finished"
-
-
-def _planned(budget: Budget, claims: Sequence[Claim]) -> int:
-    """How many jobs the report of ``claims`` at ``budget`` runs, each once (by key), the runs
-    that jobs start from (``init``) included."""
-    return len({step.key for claim in claims for runs in claim.jobs(budget).values()
-                for job in runs for step in job.chain()})  # fmt: skip
 
 
 def _progress(finished: int, total: int, budget: Budget, out: Path) -> str:

@@ -24,9 +24,9 @@ import torch
 from attnlab.lab.train.atomic import atomic_write_text
 
 from .budgets import BUDGETS
-from .claim import Claim
+from .claim import Claim, claims_plan
 from .claims import select
-from .jobs import Job, JobResult, job_dir, read_result, shard, write_result
+from .jobs import Job, JobResult, job_dir, read_result, shard, with_inits, write_result
 
 __all__ = ["report_command", "run_jobs", "run_one"]
 
@@ -63,7 +63,7 @@ def report_command(
     out = Path(out)
     _writable(out)
     _write_manifest(out, budget, chosen)
-    plan = _jobs(chosen, BUDGETS[budget])
+    plan = claims_plan(chosen, BUDGETS[budget])
     mine = shard(plan, shard_spec)
     todo = [j for j in mine if read_result(out, j) is None]
     print(f"report ({budget}): {len(plan)} jobs for {len(chosen)} claims; "
@@ -87,7 +87,7 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
         RunError: a run failed; the message names the job and its log.
     """
     out = Path(out)
-    _run_local([j for j in _with_inits(jobs) if read_result(out, j) is None], out, processes)
+    _run_local([j for j in with_inits(jobs) if read_result(out, j) is None], out, processes)
     results = [read_result(out, j) for j in jobs]
     for job, result in zip(jobs, results):
         if result is None:
@@ -95,22 +95,6 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
 
             raise RunError(f"job {job.label or job.key} ran but left no result in {out}")
     return results  # type: ignore[return-value]: none is None
-
-
-def _jobs(claims: Sequence[Claim], budget) -> list[Job]:
-    """Every job of ``claims``, once, with the ``init`` jobs they start from."""
-    return _with_inits([job for claim in claims for runs in claim.jobs(budget).values()
-                        for job in runs])  # fmt: skip
-
-
-def _with_inits(jobs: Sequence[Job]) -> list[Job]:
-    """``jobs`` and the ``init`` jobs they start from, each once (by key), an init job before
-    the first job that starts from it."""
-    seen: dict[str, Job] = {}
-    for job in jobs:
-        for step in job.chain():
-            seen.setdefault(step.key, step)
-    return list(seen.values())
 
 
 def _waves(todo: Sequence[Job]) -> list[list[Job]]:
