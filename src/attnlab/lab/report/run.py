@@ -206,6 +206,9 @@ def _run_ray(todo: Sequence[Job], out: Path) -> None:
 def run_one(job: Job, out: Path) -> None:
     """Train ``job`` into its directory (resuming an interrupted run) and record its result.
 
+    Its wall time is the sum of its segments: a stopped job's time is kept in ``KEY.wall``
+    beside its directory and counted when it resumes.
+
     Raises:
         RunError: the run failed; the message names the job and its log.
     """
@@ -226,16 +229,21 @@ def run_one(job: Job, out: Path) -> None:
     argv = job.argv(run)
     if run.exists() and not (run / "last.pt").exists() and "--resume" in argv:
         argv = [a for a in argv if a != "--resume"] + ["--overwrite"]  # died before a checkpoint
-    start = time.perf_counter()
     log = run.parent / f"{job.key}.log"
+    segments = run.parent / f"{job.key}.wall"  # seconds of its earlier, interrupted segments
+    wall = float(segments.read_text()) if segments.exists() else 0.0
     if not (run / "metrics.json").exists():  # else it finished but its result was not written
-        with open(log, "a") as stream, _output_to(stream):
-            code = main(argv)
+        start = time.perf_counter()
+        try:
+            with open(log, "a") as stream, _output_to(stream):
+                code = main(argv)
+        finally:  # a stopped job's time counts when it resumes
+            wall += time.perf_counter() - start
+            atomic_write_text(segments, f"{wall:.3f}\n")
         if code != 0:
             raise RunError(
                 f"job {job.label or job.key} failed (exit {code}): {job.command()}; see {log}"
             )
-    wall = time.perf_counter() - start
     extra = {}
     if job.task == "pos" and "--model.encoder.kind=fc" not in job.options:  # claim 6's measure
         extra["head_js"] = head_divergence(run)
