@@ -5,13 +5,12 @@ or under ``torchrun``, and resumes bit-exactly from ``last.pt``.
 """
 
 from attnlab.lab.train.checkpoint import (
-    average_checkpoints,
     find_checkpoint,
     load_checkpoint,
-    load_ensemble,
     load_for_inference,
     save_checkpoint,
 )
+from attnlab.lab.train.combine import average_checkpoints, load_ensemble
 from attnlab.lab.train.config import (
     RunConfig,
     TrainConfig,

@@ -98,7 +98,7 @@ def save_epoch_snapshot(
 
     A snapshot holds the weights, progress, config and task state, but no optimizer state (a
     third of ``last.pt``'s size): it is for evaluation and for averaging the last epochs
-    (:func:`~attnlab.lab.train.checkpoint.average_checkpoints`, ``attnlab average``), not for
+    (:func:`~attnlab.lab.train.combine.average_checkpoints`, ``attnlab average``), not for
     resuming. Called on the main rank only.
     """
     path = out_dir / f"epoch-{state.epoch:03d}.pt"
