@@ -291,7 +291,7 @@ def test_linformer_uses_the_first_columns_and_refuses_long_sequences():
 @pytest.mark.parametrize("mask_kind", list(MASKS))
 def test_reformer_with_one_bucket_is_full_shared_qk_attention(rounds, mask_kind):
     kernel = make_kernel("reformer", dim=DIM, heads=HEADS, buckets=1, rounds=rounds)
-    q, k, v = rand_qkv()
+    q, k, v = (t.requires_grad_() for t in rand_qkv())
     mask = MASKS[mask_kind]()
     parts = split_mask(mask, batch=B, q_len=N, kv_len=N)
     expected = shared_qk_attention(q, v, key_valid=parts.key_valid, causal=parts.causal)
@@ -299,6 +299,10 @@ def test_reformer_with_one_bucket_is_full_shared_qk_attention(rounds, mask_kind)
     if parts.key_valid is not None:  # padded queries are not real tokens
         out, expected = out[0, :, : N - 4], expected[0, :, : N - 4]
     torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
+    up = torch.randn_like(out)  # and so are the gradients, through the in-place masking
+    grads = torch.autograd.grad((out * up).sum(), (q, v))
+    for got, want in zip(grads, torch.autograd.grad((expected * up).sum(), (q, v))):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
 def test_reformer_token_attends_to_itself_only_without_another_choice():

@@ -227,18 +227,21 @@ class ReformerKernel(AttentionKernel):
         svalid = F.pad(valid, (0, 1), value=False)[:, None, None, :].expand(-1, h, R, -1)
         svalid = svalid.gather(-1, slots).view_as(spos)
         kpos, kbucket, kvalid = look_back(spos), look_back(sbucket), look_back(svalid)
+        # The (.., c, 2c) scores are the largest tensors here: they are filled in place (the
+        # product's backward does not read its output) and never divided; the (.., c, e)
+        # outputs are.
         s = torch.einsum("bhRrcd,bhRrkd->bhRrck", sq, sk)  # (b, h, R, r, c, 2c)
-        s = s.masked_fill(spos.unsqueeze(-1) == kpos.unsqueeze(-2), SELF_SCORE)
-        allowed = kvalid.unsqueeze(-2) & (sbucket.unsqueeze(-1) == kbucket.unsqueeze(-2))
+        s.masked_fill_(spos.unsqueeze(-1) == kpos.unsqueeze(-2), SELF_SCORE)
+        blocked = ~kvalid.unsqueeze(-2) | (sbucket.unsqueeze(-1) != kbucket.unsqueeze(-2))
         if parts.causal:
-            allowed = allowed & (kpos.unsqueeze(-2) <= spos.unsqueeze(-1))
-        s = s.masked_fill(~allowed, float("-inf"))
+            blocked = blocked | (kpos.unsqueeze(-2) > spos.unsqueeze(-1))
+        s.masked_fill_(blocked, float("-inf"))
         shift = safe_max(s)  # (b, h, R, r, c, 1); 0 where nothing is allowed
-        w = torch.exp(s - shift)  # 0 where not allowed
+        w = (s - shift).exp_()  # 0 where not allowed
         z = w.sum(-1, keepdim=True)
         lse = (shift + z.log()).squeeze(-1)  # (b, h, R, r, c); -inf: nothing allowed
-        w = w / z.clamp_min(torch.finfo(w.dtype).tiny)  # softmax within the chunk; else 0
-        out = (w @ sv).view(b, h, R, S, e)  # slot order
+        out = (w @ sv) / z.clamp_min(torch.finfo(w.dtype).tiny)  # softmax in the chunk; else 0
+        out = out.view(b, h, R, S, e)  # slot order
         out = out.gather(3, where.unsqueeze(-1).expand(-1, -1, -1, -1, e))  # (b, h, R, n, e)
         lse = lse.view(b, h, R, S).gather(-1, where)  # (b, h, R, n)
         weights = masked_softmax(lse, torch.isfinite(lse), dim=2)  # rounds by their mass
