@@ -26,7 +26,7 @@ LAYERS = {
     "lab.tasks": 6, "lab.data": 6, "lab.audio": 6, "lab.images": 6, "lab.speechgen": 6,
     "lab.chem": 6, "lab.viz": 6,
     "lab.train": 7,
-    "lab.cli": 8, "lab.commands": 8, "lab.runs": 8, "lab.predictions": 8, "lab.view": 8, "lab.report": 8, "lab.demo": 8, "lab.bench": 8, "__main__": 8,
+    "lab.cli": 8, "lab.commands": 8, "lab.task_flags": 8, "lab.runs": 8, "lab.predictions": 8, "lab.view": 8, "lab.report": 8, "lab.demo": 8, "lab.bench": 8, "__main__": 8,
     "lab": 9, "__init__": 9,
 }  # fmt: skip
 #: the library modules that may import the lab (and so run up past their layer into it): the

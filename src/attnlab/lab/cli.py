@@ -170,7 +170,7 @@ def _command_help(args: argparse.Namespace, command: str) -> int:
     if args.checkpoint is None:
         print(f"Name a run to list its task's own flags too: attnlab {command} RUN --help")
         return 0
-    from attnlab.lab.commands import task_flags_help
+    from attnlab.lab.task_flags import task_flags_help
 
     print(task_flags_help(args.checkpoint, command))
     return 0

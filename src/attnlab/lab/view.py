@@ -10,7 +10,8 @@ import torch
 
 from attnlab.viz import AttentionView
 
-from .commands import _autocast, _one_input, commands_of, load_for_inference
+from .commands import _autocast, _one_input, load_for_inference
+from .task_flags import commands_of
 
 __all__ = ["view_run"]
 

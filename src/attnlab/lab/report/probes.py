@@ -46,7 +46,8 @@ def head_divergence(run: str | Path) -> float | None:
     """Mean pairwise Jensen-Shannon divergence between the heads' attention rows of ``run``,
     over every layer and probe sentence (None: a model with fewer than 2 heads or no
     attention)."""
-    from attnlab.lab.commands import commands_of, load_for_inference
+    from attnlab.lab.task_flags import commands_of
+    from attnlab.lab.train import load_for_inference
 
     task, model, _ = load_for_inference(str(run))
     task = commands_of(task, "show")
