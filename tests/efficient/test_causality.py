@@ -247,7 +247,8 @@ def loop_causal_reformer(kernel, q, v, lengths, chunk):
 def test_causal_reformer_equals_its_loop_definition(opts):
     g = torch.Generator().manual_seed(1)
     n = 13
-    q, v = (torch.randn(2, HEADS, n, D, generator=g, dtype=torch.float64) for _ in range(2))
+    q, v = (torch.randn(2, HEADS, n, D, generator=g, dtype=torch.float64).requires_grad_()
+            for _ in range(2))  # fmt: skip
     kernel = make_kernel("reformer", dim=DIM, heads=HEADS, **opts).double()
     lengths = torch.tensor([n, n - 4])
     chunk = opts.get("block") or -(-n // opts["buckets"])
@@ -255,6 +256,12 @@ def test_causal_reformer_equals_its_loop_definition(opts):
     out = kernel(q, q, v, mask=masks.causal() & masks.padding(lengths))
     torch.testing.assert_close(out[0], expected[0], atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(out[1, :, : n - 4], expected[1, :, : n - 4], atol=1e-12, rtol=1e-12)
+    real = torch.ones_like(out)  # and the gradients, through chunks that look back
+    real[1, :, n - 4 :] = 0
+    up = torch.randn(out.shape, generator=g, dtype=out.dtype) * real
+    for got, want in zip(torch.autograd.grad((out * up).sum(), (q, v)),
+                         torch.autograd.grad((expected * up).sum(), (q, v))):  # fmt: skip
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -152,16 +152,26 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, c
     assert _scores(tmp_path / "r") == _scores(whole)  # seeded runs: the same results
 
 
-def test_a_jobs_wall_time_counts_every_segment_of_a_resumed_run(tmp_path, monkeypatch):
-    clock, exits = [0.0], [130, 0]  # stopped by Ctrl-C after 5 s, then resumed for 7 s
+@pytest.mark.parametrize("saved, expected", [(True, 12.0), (False, 7.0)])
+def test_a_jobs_wall_time_counts_every_segment_of_a_resumed_run(tmp_path, monkeypatch, saved,
+                                                                  expected):  # fmt: skip
+    """Stopped by Ctrl-C after 5 s, then run for 7 s: resumed from its last.pt, both segments
+    count; stopped before its first checkpoint, the run starts afresh and only the second does."""
+    clock, calls = [0.0], []
 
     def train(argv):
-        clock[0] += 5.0 if len(exits) == 2 else 7.0
-        if exits[0] == 0:
-            run = Path(next(a for a in argv if a.startswith("--out_dir=")).split("=", 1)[1])
-            run.mkdir(parents=True, exist_ok=True)
-            (run / "metrics.json").write_text(json.dumps({"best_score": 0.5}))
-        return exits.pop(0)
+        calls.append(argv)
+        run = Path(next(a for a in argv if a.startswith("--out_dir=")).split("=", 1)[1])
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "config.json").write_text("{}")
+        if len(calls) == 1:
+            clock[0] += 5.0
+            if saved:
+                (run / "last.pt").write_bytes(b"")
+            return 130
+        clock[0] += 7.0
+        (run / "metrics.json").write_text(json.dumps({"best_score": 0.5}))
+        return 0
 
     monkeypatch.setattr("attnlab.lab.cli.main", train)
     monkeypatch.setattr(report_run.time, "perf_counter", lambda: clock[0])
@@ -169,7 +179,9 @@ def test_a_jobs_wall_time_counts_every_segment_of_a_resumed_run(tmp_path, monkey
     with pytest.raises(RunError, match="exit 130"):
         report_run.run_one(job, tmp_path)
     report_run.run_one(job, tmp_path)
-    assert report_run.read_result(tmp_path, job).wall_s == 12.0
+    assert ("--resume" in calls[1]) == saved and ("--overwrite" in calls[1]) != saved
+    assert report_run.read_result(tmp_path, job).wall_s == expected
+    assert not list((tmp_path / "jobs").glob("*.wall"))  # nothing left once it has finished
 
 
 def test_shards_and_collect_make_the_whole_report(tmp_path, capsys):

@@ -7,7 +7,8 @@ its jobs get new keys and run again instead of serving results of the old recipe
 
 A job's directory ``OUT/jobs/KEY/`` is the run (``attnlab train --out_dir``; ``--resume`` when
 it exists without a result) and ``OUT/jobs/KEY/result.json`` its result, written atomically
-once the run has finished. Results live with their jobs, so shards of one report running on
+once the run has finished; beside it, ``KEY.log`` holds what the run printed and, while it is
+stopped part-way, ``KEY.wall`` the seconds it has run so far. Results live with their jobs, so shards of one report running on
 several machines into a shared ``OUT`` never write the same file; ``results.jsonl`` is
 rewritten from them whenever the report is rendered.
 """

@@ -3,7 +3,7 @@
 Jobs run in this process one after another (``--jobs 1``), in ``N`` local processes with the
 machine's threads divided among them (``--jobs N``: never oversubscribed), or only those of one
 shard (``--shard I/N``: any scheduler can spread a report over machines sharing ``--out``);
-``--collect`` renders what has finished. A job's output goes to its directory's ``train.log``.
+``--collect`` renders what has finished. A job's output goes to ``OUT/jobs/KEY.log``.
 """
 
 from __future__ import annotations
@@ -206,8 +206,10 @@ def _run_ray(todo: Sequence[Job], out: Path) -> None:
 def run_one(job: Job, out: Path) -> None:
     """Train ``job`` into its directory (resuming an interrupted run) and record its result.
 
-    Its wall time is the sum of its segments: a stopped job's time is kept in ``KEY.wall``
-    beside its directory and counted when it resumes.
+    Its wall time is the time spent on it, the sum of its segments: a stopped job's time is
+    kept in ``KEY.wall`` beside its directory and counted when it resumes from its ``last.pt``
+    (a segment killed outright, without Python's ``finally``, is lost); a run that starts
+    afresh counts from zero.
 
     Raises:
         RunError: the run failed; the message names the job and its log.
@@ -233,6 +235,8 @@ def run_one(job: Job, out: Path) -> None:
     segments = run.parent / f"{job.key}.wall"  # seconds of its earlier, interrupted segments
     wall = float(segments.read_text()) if segments.exists() else 0.0
     if not (run / "metrics.json").exists():  # else it finished but its result was not written
+        if "--resume" not in argv:  # a fresh run: what earlier segments did is gone
+            wall = 0.0
         start = time.perf_counter()
         try:
             with open(log, "a") as stream, _output_to(stream):
@@ -257,6 +261,7 @@ def run_one(job: Job, out: Path) -> None:
         beam = beam_scores(run, BEAM)
         extra["dev_at"], extra["test_at"] = ({f"beam {BEAM}": beam[s]} for s in ("dev", "test"))
     write_result(out, job, wall, _provenance(job), extra)
+    segments.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
