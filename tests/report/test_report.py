@@ -205,27 +205,6 @@ def test_shards_and_collect_make_the_whole_report(tmp_path, capsys):
     )
 
 
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
-
-
-def test_bad_input_is_one_line(tmp_path, capsys):
-    assert _report(tmp_path / "a", "--claims", "teleportation") == 2
-    assert "unknown claim 'teleportation'" in _one_line(capsys)
-    assert _report(Path("/proc/attnlab-report")) == 2
-    assert "--out: cannot write the report to /proc/attnlab-report" in _one_line(capsys)
-    assert main(["report", "--collect", str(tmp_path / "nothing")]) == 2
-    assert "no report here" in _one_line(capsys)
-    assert _report(tmp_path / "b", "--shard", "3/2") == 2
-    assert "--shard: expected I/N" in _one_line(capsys)
-    bad = tmp_path / "results.jsonl"
-    bad.write_text(json.dumps({"key": "x"}) + "\n{not json\n")
-    with pytest.raises(ValueError, match=r"results.jsonl, line 1: not a job result"):
-        read_results(bad)
-
-
 def test_a_job_key_is_its_configuration_not_its_name():
     a = Job("pos", ("--train.lr=0.002", "--model.encoder.depth=1"), 0, "one name")
     assert a.key == Job("pos", ("--model.encoder.depth=1", "--train.lr=2e-3"), 0, "another").key

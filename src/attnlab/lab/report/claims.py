@@ -18,60 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from .budgets import BUDGETS, Budget
-from .claim import SA, Claim, Section, compare, fc, scores_of
+from .claim import SA, Claim, Section, compare, scores_of
 from .claims_context import LongRange
 from .claims_lra import EfficientKernels
 from .claims_rescored import OutputLength, PositionalEncodings
+from .claims_window import WideWindowsOverfit, WindowGivesContext
 from .jobs import Job
 from .stats import MIN_SEEDS, Better, Equivalent, Verdict
 
 __all__ = ["BUDGETS", "CLAIMS", "claim_names", "select"]
-
-
-class WindowGivesContext(Claim):
-    number, name = 1, "a window gives context"
-    claim = ('A vector on its own cannot tag "I saw a saw"; a window of neighbours gives the '
-             "context it needs, and self-attention gives it too.")  # fmt: skip
-    setup = ("Part-of-speech tagging (pos, Brown, universal tags): a fully connected network over "
-             "each word alone (k=1) and over a window of 3, against the self-attention tagger.")  # fmt: skip
-    rule = "k=3 beats k=1, and self-attention beats k=1: " + str(Better(0.0))
-
-    def variants(self):
-        return [fc(1), fc(3), SA]
-
-    def comparisons(self):
-        return [("FC k=3 - FC k=1", Better(0.0), fc(3)[0], fc(1)[0]),
-                ("self-attention - FC k=1", Better(0.0), SA[0], fc(1)[0])]  # fmt: skip
-
-
-class WideWindowsOverfit(Claim):
-    number, name = 2, "a wide window costs parameters and stops helping"
-    claim = ("A window wide enough to see the whole sentence needs a parameter per position and "
-             "overfits; self-attention's parameters do not grow with the length it sees.")  # fmt: skip
-    setup = ("pos with FC windows k = 1, 3, 5, 9, 15 against the self-attention tagger: "
-             "parameters and dev accuracy per k.")  # fmt: skip
-    rule = ("FC parameters grow with k (counted); and the widest window, k=15, does not beat "
-            "k=5: held if the 95% interval of dev(k=15) - dev(k=5) lies below 0.005 "
-            "(half a point), did not hold if above it, else inconclusive.")  # fmt: skip
-    WINDOWS = (1, 3, 5, 9, 15)
-
-    def variants(self):
-        return [*(fc(k) for k in self.WINDOWS), SA]
-
-    def analyse(self, results):
-        fcs = [results[fc(k)[0]] for k in self.WINDOWS]
-        counts = [rs[0].metrics.get("parameters") for rs in fcs if rs]
-        if len(counts) < len(fcs):
-            grows = ("FC parameters grow with k", Verdict.PENDING, None)
-        else:
-            ok = all(a < b for a, b in zip(counts, counts[1:]))
-            grows = ("FC parameters grow with k", Verdict.HELD if ok else Verdict.NOT_HELD, None)
-        name, verdict, comparison = compare("dev(k=15) - dev(k=5)", Better(0.005), fcs[-1], fcs[2])
-        # "k=15 beats k=5 by half a point" holding is this claim not holding, and vice versa
-        flipped = {Verdict.HELD: Verdict.NOT_HELD, Verdict.NOT_HELD: Verdict.HELD}.get(
-            verdict, verdict
-        )
-        return self._section(results, [grows, (name, flipped, comparison)])
 
 
 class Scores(Claim):

@@ -57,8 +57,10 @@ def report_command(
         raise ValueError(f"--budget: expected one of {', '.join(BUDGETS)}, got {budget!r}")
     if executor not in EXECUTORS:
         raise ValueError(f"--executor: expected one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if jobs < 1:
-        raise ValueError(f"--jobs: expected a positive number of processes, got {jobs}")
+    cores = os.cpu_count() or 1
+    if not 1 <= jobs <= cores:  # more processes than cores would oversubscribe them
+        raise ValueError(f"--jobs: expected 1 to {cores} processes (this machine's cores, "
+                         f"divided among them), got {jobs}")  # fmt: skip
     chosen = select(claims)
     out = Path(out)
     _writable(out)

@@ -1,0 +1,122 @@
+"""The claims' own verdict logic on synthetic results with known answers (claims 3, 7, 14 and
+15 have theirs in test_long_range.py, test_rescore.py and test_lra_claim.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnlab.lab.report.claim import SA, fc
+from attnlab.lab.report.claims import CLAIMS, select
+from attnlab.lab.report.jobs import JobResult
+from attnlab.lab.report.stats import Verdict
+
+H, N, I, P = Verdict.HELD, Verdict.NOT_HELD, Verdict.INCONCLUSIVE, Verdict.PENDING
+
+
+def runs(label: str, devs, task: str = "pos", options=(), **metrics) -> list[JobResult]:
+    """One finished job per dev score (seeds 0, 1, ...)."""
+    return [JobResult(f"{label}{seed}", task, list(options), seed, label,
+                      {"best_score": dev, "metric_name": "accuracy", "test": {"accuracy": dev},
+                       **metrics}, 1.0, {})
+            for seed, dev in enumerate(devs)]  # fmt: skip
+
+
+def claim(number: int):
+    (found,) = select([str(number)])
+    return found
+
+
+def test_claim_1_shows_the_window_of_5_and_rules_on_3_and_attention():
+    c = claim(1)
+    assert [label for label, _ in c.variants()] == [fc(1)[0], fc(3)[0], fc(5)[0], SA[0]]
+    results = {fc(1)[0]: runs("k1", [0.90, 0.91, 0.90]), fc(3)[0]: runs("k3", [0.95, 0.96, 0.95]),
+               fc(5)[0]: runs("k5", [0.80, 0.81, 0.80]), SA[0]: runs("sa", [0.97, 0.97, 0.98])}  # fmt: skip
+    assert c.analyse(results).verdict is H  # k=5 is shown, not ruled on
+    results[SA[0]] = runs("sa", [0.85, 0.86, 0.85])
+    assert c.analyse(results).verdict is N
+
+
+def _windows(devs_by_k: dict[int, list[float]], params_by_k: dict[int, int] | None = None):
+    params_by_k = params_by_k or {k: 1000 * k for k in devs_by_k}
+    results = {fc(k)[0]: runs(f"k{k}", devs, parameters=params_by_k[k])
+               for k, devs in devs_by_k.items()}  # fmt: skip
+    results[SA[0]] = runs("sa", [0.97, 0.97, 0.97], parameters=5000)
+    return results
+
+
+FLAT = {1: [0.90, 0.90, 0.91], 3: [0.95] * 3, 5: [0.96, 0.96, 0.97], 9: [0.96] * 3,
+        15: [0.95, 0.96, 0.95]}  # fmt: skip
+
+
+def test_claim_2_holds_when_the_widest_window_stops_helping_and_costs_more():
+    c = claim(2)
+    section = c.analyse(_windows(FLAT))
+    assert section.verdict is H
+    assert [v for _, v, _ in section.comparisons] == [H, H]
+    assert section.plot is not None and len(section.plot.axes) == 2  # accuracy, parameters vs k
+    assert any("for a sentence of any length (rotary positions" in n for n in section.notes)
+
+
+def test_claim_2_does_not_hold_if_k15_is_clearly_better_or_parameters_do_not_grow():
+    c = claim(2)
+    better = {**FLAT, 15: [0.99, 0.99, 0.995]}  # k=15 beats k=5 by 3 points: the flip
+    assert c.analyse(_windows(better)).comparisons[1][1] is N
+    flat_params = {k: 1000 for k in FLAT}
+    assert c.analyse(_windows(FLAT, flat_params)).comparisons[0][1] is N
+    straddles = {**FLAT, 15: [0.955, 0.975, 0.965]}
+    assert c.analyse(_windows(straddles)).verdict is I
+
+
+def test_claim_2_is_pending_until_every_window_has_run():
+    results = _windows(FLAT)
+    results[fc(9)[0]] = []
+    section = claim(2).analyse(results)
+    assert section.comparisons[0][1] is P and section.verdict is P
+
+
+def test_claim_6_needs_no_loss_from_heads_and_heads_that_differ():
+    c = claim(6)
+    one = ("self-attention, 1 head", runs("one", [0.960, 0.961, 0.960]))
+    many = lambda js, devs=(0.961, 0.962, 0.961): runs("many", devs, head_js=js)  # noqa: E731
+    held = c.analyse({SA[0]: many(0.2), one[0]: one[1]})
+    assert held.verdict is H and "0.200 nats" in held.comparisons[1][0]
+    assert c.analyse({SA[0]: many(0.01), one[0]: one[1]}).comparisons[1][1] is N  # alike
+    worse = c.analyse({SA[0]: many(0.2, (0.90, 0.90, 0.91)), one[0]: one[1]})
+    assert worse.comparisons[0][1] is N
+    single = c.analyse({SA[0]: many(0.2, (0.961,)), one[0]: one[1]})
+    assert single.comparisons[1][1] is I  # one seed's maps are never a verdict
+
+
+def _sizes(cnn_small, sa_small, cnn_large, sa_large):
+    name = lambda model, n: f"{model}, {n:,} images"  # noqa: E731
+    cnn, sa = "CNN", "self-attention (patches)"
+    return {name(cnn, 100): runs("c1", cnn_small, "digits"),
+            name(sa, 100): runs("s1", sa_small, "digits"),
+            name(cnn, 1100): runs("c3", cnn_large, "digits"),
+            name(sa, 1100): runs("s3", sa_large, "digits")}  # fmt: skip
+
+
+def test_claim_10_reads_its_sizes_from_the_labels():
+    c = claim(10)
+    catches_up = _sizes([0.80, 0.81, 0.80], [0.60, 0.62, 0.61], [0.97, 0.97, 0.98],
+                        [0.975, 0.97, 0.975])  # fmt: skip
+    section = c.analyse(catches_up)
+    assert section.verdict is H
+    assert "at 100" in section.comparisons[0][0] and "at 1,100" in section.comparisons[1][0]
+    behind = _sizes([0.80, 0.81, 0.80], [0.60, 0.62, 0.61], [0.97, 0.97, 0.98],
+                    [0.90, 0.91, 0.90])  # fmt: skip
+    assert c.analyse(behind).verdict is N  # still 7 points behind at the largest size
+
+
+@pytest.mark.parametrize(
+    ("sa", "rnn", "expected"),
+    [([0.95, 0.96, 0.95], [0.40, 0.41, 0.40], H),  # learnt by SA, forgotten by the RNN
+     ([0.30, 0.31, 0.30], [0.20, 0.21, 0.20], I),  # nobody learnt it: says nothing
+     ([0.90, 0.91, 0.90], [0.89, 0.90, 0.91], N)],  # both learnt it: no forgetting
+)  # fmt: skip
+def test_claim_11_first_asks_that_recall_was_learnt(sa, rnn, expected):
+    c = CLAIMS["self-attention recalls what an RNN forgets"]
+    (a, _), (b, _) = c.variants()
+    section = c.analyse({a: runs("sa", sa, "recall"), b: runs("rnn", rnn, "recall")})
+    assert section.verdict is expected
+    assert any("not learnt" in n for n in section.notes) == (expected is I)
