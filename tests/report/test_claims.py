@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attnlab.lab.report.claim import SA, fc
-from attnlab.lab.report.claims import CLAIMS, select
+from attnlab.lab.report.claims import BUDGETS, CLAIMS, select
 from attnlab.lab.report.jobs import JobResult
 from attnlab.lab.report.stats import Verdict
 
@@ -120,3 +120,27 @@ def test_claim_11_first_asks_that_recall_was_learnt(sa, rnn, expected):
     section = c.analyse({a: runs("sa", sa, "recall"), b: runs("rnn", rnn, "recall")})
     assert section.verdict is expected
     assert any("not learnt" in n for n in section.notes) == (expected is I)
+
+
+def test_claim_12_rules_on_each_graph_of_the_budget():
+    c = claim(12)
+    full = c.jobs(BUDGETS["full"])
+    assert len(full) == 8 and {j.task for runs in full.values() for j in runs} == {
+        "cora",
+        "citeseer",
+    }
+    assert {j.task for runs in c.jobs(BUDGETS["quick"]).values() for j in runs} == {"cora"}
+    scores = {"GAT (along edges)": [0.82, 0.83, 0.82], "dot-product along edges": [0.78, 0.79, 0.78],
+              "full attention, no edges": [0.60, 0.61, 0.62],
+              "full attention, edges as a bias": [0.75, 0.76, 0.75]}  # fmt: skip
+    results = {f"{v}, {g}": runs(v, d, g.lower()) for v, d in scores.items()
+               for g in ("Cora", "CiteSeer")}  # fmt: skip
+    section = c.analyse(results)
+    assert [name for name, _, _ in section.comparisons] == [
+        "dev(edges) - dev(full), Cora", "dev(bias) - dev(full), Cora",
+        "dev(edges) - dev(full), CiteSeer", "dev(bias) - dev(full), CiteSeer"]  # fmt: skip
+    assert section.verdict is H
+    results["full attention, edges as a bias, CiteSeer"] = runs("b", [0.5, 0.5, 0.51], "citeseer")
+    assert c.analyse(results).verdict is N  # the bias did not help on one graph
+    results["full attention, edges as a bias, CiteSeer"] = []
+    assert c.analyse(results).verdict is P

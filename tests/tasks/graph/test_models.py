@@ -63,7 +63,7 @@ def test_eval_deterministic_and_weights(kind):
     for edges, weights in out.attention:
         assert edges.shape[0] == 2 and weights.shape[0] == edges.shape[1]
         assert ((weights >= 0) & (weights <= 1 + 1e-6)).all()
-        if kind != "full_lappe":  # along the edges the weights of each node sum to one
+        if kind not in ("full_lappe", "full_bias"):  # along the edges, each node's sum to 1
             sums = torch.zeros(N, weights.shape[1]).index_add_(0, edges[1], weights)
             assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
 
@@ -80,6 +80,25 @@ def test_full_lappe_ignores_edges_beyond_its_encodings():
     batch = tiny_batch()
     other = {**batch, "edge_index": batch["edge_index"][:, :3]}  # same eigvecs, fewer edges
     assert torch.equal(model(batch), model(other))
+
+
+def test_full_bias_is_full_lappe_with_the_edges_added_to_the_scores():
+    from attnlab.lab.tasks.graph.models import _adjacency, _edge_bias
+
+    batch = tiny_batch()
+    lappe, biased = model_of("full_lappe").eval(), model_of("full_bias").eval()
+    missing, unexpected = biased.load_state_dict(lappe.state_dict(), strict=False)
+    assert missing == ["edge_bias"] and unexpected == []
+    with torch.no_grad():  # zero biases (its start): the same model as full_lappe
+        torch.testing.assert_close(biased(batch), lappe(batch))
+        biased.edge_bias.copy_(torch.tensor([[[2.0, -1.0], [0.5, 0.0]], [[1.0, 1.0], [0.0, 3.0]]]))
+        fewer = {**batch, "edge_index": batch["edge_index"][:, :3]}  # same eigvecs, fewer edges
+        assert not torch.allclose(biased(batch), biased(fewer))  # it sees the edges now
+    a = _adjacency(batch["edge_index"], N, torch.float64)
+    assert a.sum() == batch["edge_index"].shape[1] and a[1, 0] == 1 and a[0, 2] == 0
+    b = torch.tensor([[2.0, -1.0], [0.5, 0.25]], dtype=torch.float64)  # (edge, self) x heads
+    expected = b[0].view(2, 1, 1) * a + b[1].view(2, 1, 1) * torch.eye(N, dtype=torch.float64)
+    torch.testing.assert_close(_edge_bias(a, b), expected.unsqueeze(0), rtol=0, atol=0)
 
 
 def test_graph_attention_sees_only_neighbours():

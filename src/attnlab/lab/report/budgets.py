@@ -55,7 +55,7 @@ BUDGETS = {
     }, "short runs (pos: 250 steps on 8,000 sentences; cora: 100 epochs; freesolv: 15; fsdd: "
        "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words; listops: 100 steps on 2,000 trees of 100-300 tokens), seeds 0 and 1: a first look, not the recipes"),
     "full": Budget("full", (0, 1, 2), {
-        **{t: QUIET for t in ("pos", "cora", "freesolv", "fsdd", "positions", "g2p")},
+        **{t: QUIET for t in ("pos", "cora", "citeseer", "freesolv", "fsdd", "positions", "g2p")},
         "fashion": ("--train.epochs=30", "--train.patience=5", *QUIET),
         "recall": ("--task_options.train=500000", "--train.epochs=2", "--train.eval_every=5000",
                    *QUIET),

@@ -43,6 +43,8 @@ class Section:
     commands: list[str] = field(default_factory=list)
     #: a table shown collapsed under the comparisons: its title, header and rows (or None)
     details: tuple[str, list[str], list[list[str]]] | None = None
+    #: the finished jobs it read, key -> the label it gives them (those they started from too)
+    jobs: dict[str, str] = field(default_factory=dict)
 
 
 class Claim:

@@ -10,6 +10,7 @@ finished show as pending.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
 from collections.abc import Sequence
@@ -32,19 +33,22 @@ def sections(
     found: dict[str, JobResult] = {}
     done = []
     for claim in claims:
-        results = {}
+        results, read = {}, {}
         inits, own = set(), set()  # the commands of the runs jobs start from, and the jobs'
         for label, runs in claim.jobs(budget).items():
             results[label] = [r for r in (read_result(out, j) for j in runs) if r is not None]
-            found.update({r.key: r for r in results[label]})
+            read.update({r.key: label for r in results[label]})
             for job in runs:
                 *before, mine = job.commands()
                 inits.update(before)
                 own.add((job.init is not None, mine))  # the fine-tunings after the others
                 for step in job.chain()[:-1]:  # the runs it starts from: their results too
-                    if step.key not in found and (r := read_result(out, step)) is not None:
+                    if (r := found.get(step.key) or read_result(out, step)) is not None:
+                        read[r.key] = step.label or r.label
                         found[r.key] = r
+        found.update({r.key: r for rs in results.values() for r in rs})
         section = claim.analyse(results)
+        section.jobs = read
         section.commands = [
             f"attnlab report --budget {budget.name} --claims {claim.number} --out {out}",
             *sorted(inits),
@@ -175,8 +179,8 @@ def _markdown(
 
 
 def _results_of(s: Section, results: Sequence[JobResult]) -> list[JobResult]:
-    labels = {r["variant"] for r in s.rows}
-    return [r for r in results if r.label in labels]
+    """The results ``s`` read, under the labels it gives them."""
+    return [dataclasses.replace(r, label=s.jobs[r.key]) for r in results if r.key in s.jobs]
 
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1d2330}

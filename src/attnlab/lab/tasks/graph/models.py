@@ -9,6 +9,8 @@ kind               what the hidden layers attend to
                    :func:`attnlab.masks.graph`)
 ``full_lappe``     every node, no edges: Laplacian-eigenvector positions only
                    (:class:`attnlab.positional.LaplacianPE`)
+``full_bias``      every node, the edges as a bias: ``full_lappe`` plus, per layer and head, a
+                   learned score bias for a pair joined by an edge and one for a node and itself
 ``gcn``            neighbours, fixed weights :math:`1/\sqrt{d_i d_j}` (Kipf & Welling 2017)
 ``mlp``            nothing: features only
 =================  ===========================================================================
@@ -17,7 +19,7 @@ Every model is two layers, as GAT's Cora model: input dropout, a layer of width
 ``heads * hidden``, ELU, dropout, an output layer (GAT: ``out_heads`` heads averaged).
 
 A model takes the task's batch (``"x"`` ``(n, f)``, dense or sparse COO, ``"edge_index"`` ``(2, E)``, and
-``"eigvecs"`` ``(n, k)`` for ``full_lappe``) and returns logits ``(n, C)`` for all nodes;
+``"eigvecs"`` ``(n, k)`` for ``full_lappe`` and ``full_bias``) and returns logits ``(n, C)`` for all nodes;
 ``need_weights=True`` returns a :class:`NodeOutput` with, per attention layer, the edges it
 attended along and their weights ``(E', heads)``.
 
@@ -40,8 +42,10 @@ from attnlab.lab.tasks.graph.layers import OriginalGATConv, feature_dropout
 
 __all__ = ["GraphModelConfig", "NodeOutput", "build_node_model", "MODEL_KINDS"]
 
-MODEL_KINDS = ("gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp")
+MODEL_KINDS = ("gat", "gatv2", "graph_attention", "full_lappe", "full_bias", "gcn", "mlp")
 GAT_VARIANTS = ("auto", "pyg", "original")
+#: the kinds built on :class:`attnlab.MultiHeadAttention` (:class:`AttentionNet`)
+ATTENTION_KINDS = ("graph_attention", "full_lappe", "full_bias")
 
 
 @dataclass
@@ -58,14 +62,14 @@ class GraphModelConfig:
         attention_dropout: dropout on the attention weights (GAT: 0.6; none with an efficient
             kernel, which forms no weights).
         negative_slope: LeakyReLU slope of GAT's score (0.2).
-        lappe_k: Laplacian eigenvectors per node (``full_lappe``).
+        lappe_k: Laplacian eigenvectors per node (``full_lappe``, ``full_bias``).
         variant: GAT's layer: ``"original"`` (:class:`.layers.OriginalGATConv`, the authors'
             TensorFlow layer: input dropout drawn per head, the projected features dropped
             again on the value path, Glorot per head, score biases), ``"pyg"``
             (:class:`attnlab.graph.GATConv`, PyG's dropout: the input once for all heads), or
             ``"auto"`` (the default: ``original`` for ``kind=gat``, the only kind with a
             choice; :attr:`gat_variant` is the resolved one).
-        attention: the attention maths of ``graph_attention`` and ``full_lappe``
+        attention: the attention maths of ``graph_attention``, ``full_lappe`` and ``full_bias``
             (:class:`~attnlab.attention_config.AttentionConfig`; ``--attention.kernel=...``).
             The other kinds have their own: GAT's additive score along edges, GCN's fixed
             weights, the MLP none.
@@ -74,7 +78,9 @@ class GraphModelConfig:
     norms): their attention settings are :attr:`attention` alone.
     """
 
-    kind: Literal["gat", "gatv2", "graph_attention", "full_lappe", "gcn", "mlp"] = "gat"
+    kind: Literal["gat", "gatv2", "graph_attention", "full_lappe", "full_bias", "gcn", "mlp"] = (
+        "gat"
+    )
     hidden: int = 8
     heads: int = 8
     out_heads: int = 1
@@ -106,12 +112,9 @@ class GraphModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
-        if (
-            self.kind not in ("graph_attention", "full_lappe")
-            and self.attention != AttentionConfig()
-        ):
+        if self.kind not in ATTENTION_KINDS and self.attention != AttentionConfig():
             raise ValueError(
-                f"model.attention applies to kind=graph_attention and full_lappe; kind="
+                f"model.attention applies to kind=graph_attention, full_lappe and full_bias; kind="
                 f"{self.kind!r} has attention of its own (GAT's additive score along the edges, "
                 "GCN's fixed weights, none in the MLP)"
             )
@@ -191,12 +194,21 @@ class ConvNet(NodeModel):
 
 
 class AttentionNet(NodeModel):
-    """Two :class:`attnlab.MultiHeadAttention` layers over the nodes as one sequence.
+    r"""Two :class:`attnlab.MultiHeadAttention` layers over the nodes as one sequence.
 
     ``graph_attention``: masked to the edges (and self loops) by :func:`attnlab.masks.graph`;
     ``full_lappe``: unmasked, with :class:`~attnlab.positional.LaplacianPE` added to the
     projected features and a residual connection around each attention layer (without edges,
-    attention alone would average every node's features into the same vector).
+    attention alone would average every node's features into the same vector);
+    ``full_bias``: ``full_lappe`` with the edges added to the scores (Graphormer's way of
+    giving full attention the graph, here one hop),
+
+    .. math::
+        s_{ij} = \frac{q_i \cdot k_j}{\sqrt d} + b^{\text{edge}}_h [j \to i \in E]
+                 + b^{\text{self}}_h [i = j],
+
+    the biases learned per layer and head, zero at the start (where it is ``full_lappe``).
+
     ``input -> Linear -> attention -> ELU -> attention -> Linear``, with dropout before each
     linear and attention layer.
     """
@@ -206,7 +218,11 @@ class AttentionNet(NodeModel):
         from attnlab.attention import MultiHeadAttention
         from attnlab.positional import LaplacianPE
 
-        self.p, self.full = cfg.dropout, cfg.kind == "full_lappe"
+        self.p, self.full = cfg.dropout, cfg.kind in ("full_lappe", "full_bias")
+        # per layer, per head: the bias of a pair joined by an edge, and of a node and itself
+        self.edge_bias = (
+            nn.Parameter(torch.zeros(2, 2, cfg.heads)) if cfg.kind == "full_bias" else None
+        )
         width = cfg.heads * cfg.hidden
         self.inp = nn.Linear(in_dim, width)
         self.pe = LaplacianPE(cfg.lappe_k, width) if self.full else None
@@ -229,9 +245,12 @@ class AttentionNet(NodeModel):
         if self.pe is not None:
             h = self.pe(h, batch["eigvecs"])
         h = h.unsqueeze(0)  # (1, n, width): the graph is one sequence
+        adjacency = None if self.edge_bias is None else _adjacency(edges, n, h.dtype)
         attention = []
         for i, attn in enumerate((self.attn1, self.attn2)):
-            res = attn(dropout(h, self.p, self.training), mask=mask, need_weights=need_weights)
+            bias = None if adjacency is None else _edge_bias(adjacency, self.edge_bias[i])
+            res = attn(dropout(h, self.p, self.training), mask=mask, bias=bias,
+                       need_weights=need_weights)  # fmt: skip
             # Without edges, attention averages over all nodes: a node's own features reach
             # the output only through a residual connection (as in a Transformer block).
             out = h + res.out if self.full else res.out
@@ -239,6 +258,21 @@ class AttentionNet(NodeModel):
             if need_weights:
                 attention.append(_edge_weights(res.weights[0], edges, n))
         return self.out(dropout(h[0], self.p, self.training)), attention
+
+
+def _adjacency(edges: Tensor, n: int, dtype: torch.dtype) -> Tensor:
+    """``(n, n)``: 1 where node ``i`` (a query) has an edge from ``j`` (a key), else 0."""
+    a = torch.zeros(n, n, dtype=dtype, device=edges.device)
+    a[edges[1], edges[0]] = 1.0  # query = destination, key = source
+    return a
+
+
+def _edge_bias(adjacency: Tensor, bias: Tensor) -> Tensor:
+    """``(1, h, n, n)`` score bias: ``bias[0, h]`` along the edges, ``bias[1, h]`` added on the
+    diagonal (a node and itself)."""
+    out = bias[0].view(-1, 1, 1) * adjacency  # (h, n, n)
+    out.diagonal(dim1=-2, dim2=-1).add_(bias[1].view(-1, 1))
+    return out.unsqueeze(0)
 
 
 def _edge_weights(weights: Tensor, edges: Tensor, n: int) -> tuple[Tensor, Tensor]:
@@ -255,6 +289,6 @@ def build_node_model(cfg: GraphModelConfig, *, in_dim: int, num_classes: int) ->
         raise TypeError(f"expected a GraphModelConfig, got {type(cfg).__name__}")
     if cfg.kind == "mlp":
         return MLP(in_dim, num_classes, cfg)
-    if cfg.kind in ("graph_attention", "full_lappe"):
+    if cfg.kind in ATTENTION_KINDS:
         return AttentionNet(in_dim, num_classes, cfg)
     return ConvNet(in_dim, num_classes, cfg)
