@@ -144,3 +144,16 @@ def test_claim_12_rules_on_each_graph_of_the_budget():
     assert c.analyse(results).verdict is N  # the bias did not help on one graph
     results["full attention, edges as a bias, CiteSeer"] = []
     assert c.analyse(results).verdict is P
+
+
+def test_claim_11_draws_each_models_step_against_the_length():
+    c = CLAIMS["self-attention recalls what an RNN forgets"]
+    (a, _), (b, _) = c.variants()
+    sa = runs("sa", [0.95, 0.96], "recall", step_s_at={"20": 0.002, "80": 0.004})
+    rnn = runs("rnn", [0.40, 0.41], "recall", step_s_at={"20": 0.001, "80": 0.003})
+    section = c.analyse({a: sa, b: rnn})
+    assert f"{a}, a training step on 8 sequences: 20 tokens 2.0 ms, 80 tokens 4.0 ms" in (
+        section.notes)  # fmt: skip
+    assert [line.get_label() for line in section.plot.axes[0].lines] == [a, b]
+    unmeasured = c.analyse({a: runs("sa", [0.95, 0.96], "recall"), b: []})
+    assert unmeasured.plot is not None  # the scores' bars until a step is measured

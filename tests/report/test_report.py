@@ -86,6 +86,17 @@ def test_claim_3_lists_its_pairs_and_every_pos_job_measures_them(smoke):
     assert window and all(r.metrics["minimal_pairs"]["same_tag"] == 1.0 for r in window)
 
 
+def test_claim_11_times_each_models_step_at_four_lengths(smoke):
+    from attnlab.lab.report.claims_recall import LENGTHS
+
+    recall = [r for r in read_results(smoke / "results.jsonl") if r.task == "recall"]
+    assert recall and all(r.seed == 0 for r in recall)  # the smoke budget's one seed
+    for r in recall:
+        assert [int(n) for n in r.metrics["step_s_at"]] == list(LENGTHS)
+        assert all(t > 0 for t in r.metrics["step_s_at"].values())
+    assert "a training step on 8 sequences: 20 tokens" in (smoke / "report.md").read_text()
+
+
 def test_claim_7_tests_each_trained_model_at_three_lengths(smoke):
     positions = [r for r in read_results(smoke / "results.jsonl") if r.task == "positions"]
     # one model per encoding (one seed), not one per test length
@@ -182,6 +193,15 @@ def test_a_jobs_wall_time_counts_every_segment_of_a_resumed_run(tmp_path, monkey
     assert ("--resume" in calls[1]) == saved and ("--overwrite" in calls[1]) != saved
     assert report_run.read_result(tmp_path, job).wall_s == expected
     assert not list((tmp_path / "jobs").glob("*.wall"))  # nothing left once it has finished
+
+
+def test_a_run_that_finished_before_its_result_was_written_keeps_the_trainers_time(tmp_path):
+    job = Job("mlm", ("--train.max_steps=3",), 0, "pre-training")
+    run = tmp_path / "jobs" / job.key
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"best_score": 0.5, "wall_time_s": 9.5}))
+    report_run.run_one(job, tmp_path)  # nothing trains: the run is done, its result is written
+    assert report_run.read_result(tmp_path, job).wall_s == 9.5
 
 
 def test_shards_and_collect_make_the_whole_report(tmp_path, capsys):

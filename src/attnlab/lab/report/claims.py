@@ -18,9 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .budgets import BUDGETS, Budget
-from .claim import SA, Claim, Section, compare, scores_of
+from .claim import SA, Claim, Section, compare
 from .claims_context import LongRange
 from .claims_lra import EfficientKernels
+from .claims_recall import ForgettingRNN
 from .claims_rescored import OutputLength, PositionalEncodings
 from .claims_window import WideWindowsOverfit, WindowGivesContext
 from .jobs import Job
@@ -109,45 +110,6 @@ class TruncatedSpeech(Claim):
 
     def comparisons(self):
         return [("dev(±8) - dev(full)", Equivalent(0.02), "window ±8 frames", "full attention")]
-
-
-class ForgettingRNN(Claim):
-    number, task, name = 11, "recall", "self-attention recalls what an RNN forgets"
-    claim = ("Self-attention reaches any earlier position in one step; an RNN must carry it "
-             "through every step between, and forgets a key far back.")  # fmt: skip
-    setup = ("The recall task (key-value pairs, the queried one 8 to 16 tokens back, then its "
-             "key: give the value; read out at the query's position): the self-attention encoder "
-             "against a bidirectional LSTM (rnn). Recall is learnt late, in one jump (BENCHMARKS.md: "
-             "about 20,000 steps on 500,000 sequences at distance 16), so the rule first asks that "
-             "some model learnt it.")  # fmt: skip
-    rule = ("if the better model's mean dev accuracy is under 50% (not learnt: the comparison says "
-            "nothing about forgetting), inconclusive; else self-attention beats the RNN by more "
-            "than 5 points: " + str(Better(0.05)))  # fmt: skip
-    LEARNT = 0.5
-    OPTIONS = ("--task_options.distance=16", "--model.head.pooling=last")
-    #: the two models (the task's self-attention encoder; the rnn encoder's defaults, a 2-layer
-    #: BiLSTM), which ``benchmarks/rnn_vs_attention.py recall`` runs too, at other distances
-    ATTENTION: tuple[str, ...] = ()
-    RNN = ("--model.encoder.kind=rnn",)
-    revisions = ("2026-12-04, after the first quick run (both models near chance at distance 32-64, "
-                 "SA 17.7%, RNN 16.4%, scored 'did not hold'): the 'learnt' precondition added, and "
-                 "distance 16 with the query-position readout, where BENCHMARKS.md had seen recall "
-                 "learnt",)  # fmt: skip
-
-    def variants(self):
-        return [("self-attention", (*self.OPTIONS, *self.ATTENTION)),
-                ("RNN (BiLSTM)", (*self.OPTIONS, *self.RNN))]  # fmt: skip
-
-    def analyse(self, results):
-        sa, rnn = (results[v[0]] for v in self.variants())
-        name, verdict, comparison = compare("dev(SA) - dev(RNN)", Better(0.05), sa, rnn)
-        notes = []
-        best = max((float(np.mean(scores_of(rs))) for rs in (sa, rnn) if rs), default=None)
-        if best is not None and best < self.LEARNT and verdict is not Verdict.PENDING:
-            verdict = Verdict.INCONCLUSIVE
-            notes.append(f"not learnt at this budget: the better model's dev accuracy is "
-                         f"{100 * best:.1f}% (< {100 * self.LEARNT:.0f}%)")  # fmt: skip
-        return self._section(results, [(name, verdict, comparison)], notes=notes)
 
 
 class GraphEdges(Claim):

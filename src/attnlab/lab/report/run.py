@@ -220,6 +220,7 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.train import RunError
 
     from .claims_lra import listops_measures
+    from .claims_recall import recall_measures
     from .minimal_pairs import pair_scores
     from .probes import head_divergence
     from .rescore import BEAM, beam_scores, scores_at_lengths
@@ -250,6 +251,8 @@ def run_one(job: Job, out: Path) -> None:
             raise RunError(
                 f"job {job.label or job.key} failed (exit {code}): {job.command()}; see {log}"
             )
+    elif not wall:  # it finished before its time was kept: the trainer's clock, all segments
+        wall = float(json.loads((run / "metrics.json").read_text()).get("wall_time_s", 0.0))
     extra = {}
     if job.task == "pos" and "--model.encoder.kind=fc" not in job.options:  # claim 6's measure
         extra["head_js"] = head_divergence(run)
@@ -257,6 +260,8 @@ def run_one(job: Job, out: Path) -> None:
         extra["minimal_pairs"] = pair_scores(run)
     if job.task == "listops":  # claim 14's lookup baseline; speed at 3 lengths, memory: seed 0
         extra.update(listops_measures(run, costs=job.seed == 0))
+    if job.task == "recall" and job.seed == 0:  # claim 11: a step's time against the length
+        extra.update(recall_measures(run))
     if job.task == "positions":  # claim 7: the same model tested at 2L and 4L
         extra["test_at"] = scores_at_lengths(run)
     if job.task == "g2p":  # claim 15: the same model decoded with a beam
