@@ -80,7 +80,8 @@ def _steps(rs: list[JobResult]) -> dict[int, float]:
 def recall_measures(run: str | Path, *, repeats: int = 3) -> dict[str, Any]:
     """What claim 11 takes of a finished ``recall`` run beside its scores: ``step_s_at``, the
     seconds of a training step of the run's model (in its precision) on :data:`SPEED_BATCH`
-    random sequences of each of :data:`LENGTHS` tokens."""
+    random sequences of each of :data:`LENGTHS` tokens (``step_errors``: the message of a
+    length the model cannot run, e.g. beyond learned positions' maximum)."""
     import torch
 
     from attnlab.lab.bench.measure import time_call
@@ -91,7 +92,7 @@ def recall_measures(run: str | Path, *, repeats: int = 3) -> dict[str, Any]:
     bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
     rng, alphabet = random.Random(0), list(task.alphabet)
     model.train()
-    measured = {}
+    measured, errors = {}, {}
     for n in LENGTHS:
         batch = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
                               for _ in range(SPEED_BATCH)])  # fmt: skip
@@ -102,8 +103,11 @@ def recall_measures(run: str | Path, *, repeats: int = 3) -> dict[str, Any]:
                 loss = task.loss(model, batch)[0]
             loss.backward()
 
-        measured[str(n)] = time_call(step, repeats=repeats)
-    return {"step_s_at": measured}
+        try:
+            measured[str(n)] = time_call(step, repeats=repeats)
+        except Exception as err:  # a model that cannot run a length is a gap, not a failed job
+            errors[str(n)] = (str(err).splitlines() or [type(err).__name__])[0][:80]
+    return {"step_s_at": measured, **({"step_errors": errors} if errors else {})}
 
 
 def _speed_plot(claim: Claim, steps: dict[str, dict[int, float]]):
