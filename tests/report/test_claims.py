@@ -157,3 +157,37 @@ def test_claim_11_draws_each_models_step_against_the_length():
     assert [line.get_label() for line in section.plot.axes[0].lines] == [a, b]
     unmeasured = c.analyse({a: runs("sa", [0.95, 0.96], "recall"), b: []})
     assert unmeasured.plot is not None  # the scores' bars until a step is measured
+
+
+def test_receptive_fields_put_each_weight_at_its_offset(monkeypatch):
+    """A 2 x 3 grid after a CLS token; head 1 attends each query to itself, head 2 to the key
+    one column to its right (itself in the last column)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from attnlab.lab.report import claims_conv
+
+    rows, cols, n = 2, 3, 7
+    w = torch.zeros(1, 2, n, n)
+    w[0, :, 0, 0] = 1.0  # the CLS token: left out
+    for q in range(rows * cols):
+        right = q + 1 if q % cols < cols - 1 else q
+        w[0, 0, 1 + q, 1 + q] = 1.0
+        w[0, 1, 1 + q, 1 + right] = 1.0
+    model = lambda batch, need_weights: SimpleNamespace(weights=[w], grid=(rows, cols), prefix=1)  # noqa: E731
+    model.eval = lambda: None
+    task = SimpleNamespace(splits=lambda: {"dev": [0]}, encode_inputs=lambda examples: {})
+    cfg = SimpleNamespace(train=SimpleNamespace(precision="fp32"))
+    monkeypatch.setattr("attnlab.lab.train.checkpoint.load_for_inference",
+                        lambda run, setup: (task, model, cfg))  # fmt: skip
+    fields = claims_conv.receptive_fields("run")
+    assert fields["grid"] == [rows, cols]
+    one, right = (torch.tensor(m, dtype=torch.float64) for m in fields["maps"][0])
+    assert one.shape == (2 * rows - 1, 2 * cols - 1)
+    centre = (rows - 1, cols - 1)
+    assert one[centre] == 1.0 and one.sum() == 1.0
+    assert right[rows - 1, cols] == 1.0  # offset (0, +1): every query that has one looks there
+    assert right[centre] == pytest.approx(2 / 6)  # only the last column's 2 queries stay put
+    notes = claims_conv._locality(fields)
+    assert notes[0].startswith("layer 1: the heads' mean weight share on the 3 x 3 offsets")

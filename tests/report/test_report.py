@@ -49,7 +49,7 @@ def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(s
     assert "Unfinished." not in md and "Unfinished." not in page  # every job has run
     assert "did not hold" not in md.split("## 1.")[0]  # one seed: no verdict either way
     assert 'src="http' not in page and "<script" not in page  # self-contained, plots inline
-    trained = [c for c in CLAIMS.values() if c.jobs(BUDGETS["smoke"])]  # claim 9: computed
+    trained = [c for c in CLAIMS.values() if c.jobs(BUDGETS["smoke"])]  # a plot each
     assert page.count("data:image/png;base64,") == len(trained)
     assert "## 9. a convolution is a restricted self-attention: held" in md  # exact at any budget
     results = read_results(smoke / "results.jsonl")

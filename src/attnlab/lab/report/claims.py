@@ -18,8 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .budgets import BUDGETS, Budget
-from .claim import SA, Claim, Section, compare
+from .claim import SA, Claim, compare
 from .claims_context import LongRange
+from .claims_conv import ConvIsAttention
+from .claims_data import DataEfficiency
 from .claims_lra import EfficientKernels
 from .claims_recall import ForgettingRNN
 from .claims_rescored import OutputLength, PositionalEncodings
@@ -176,96 +178,6 @@ class MoleculeBonds(Claim):
     def comparisons(self):  # RMSE: lower is better
         return [("RMSE(none) - RMSE(spd)", Better(0.0, higher=False), "structure: spd bias",
                  "structure: none")]  # fmt: skip
-
-
-class DataEfficiency(Claim):
-    number, task, name = 10, "fashion", "a CNN needs less data; self-attention catches up"
-    claim = ("A CNN's built-in locality pays off on little data; self-attention, which must learn "
-             "where to look, catches up as the data grows.")  # fmt: skip
-    setup = ("The CNN encoder against self-attention over patches (ViT-style), each trained on "
-             "class-balanced subsets of growing size (the same subsets for both): Fashion-MNIST "
-             "(28x28, 4x4 patches) in the full report; scikit-learn's 8x8 digits (2x2 patches) "
-             "in the smoke and quick ones, whose evaluation on Fashion-MNIST's 15,000 dev and "
-             "test images alone would exceed their time.")  # fmt: skip
-    rule = ("on the smallest subset the CNN beats self-attention: " + str(Better(0.0))
-            + "; on the largest, self-attention is within a point of the CNN or better: "
-            + str(Better(-0.01)))  # fmt: skip
-    SIZES = {"smoke": (64, 128, 256), "quick": (100, 400, 1100), "full": (1000, 5000, 55000)}
-    TASKS = {"smoke": "digits", "quick": "digits", "full": "fashion"}
-    revisions = ("2026-12-04, the quick budget (not the rule), after its first run: 30 epochs "
-                 "left self-attention far from converged (45% at 1,100 images); now up to 200 "
-                 "epochs, stopped 20 after dev stops improving, as the claim asks each point "
-                 "trained to convergence",)  # fmt: skip
-    MODELS = (("CNN", ("--model.encoder.kind=cnn",)),
-              ("self-attention (patches)", ("--model.encoder.kind=patches",)))  # fmt: skip
-
-    def variants(self):  # the sizes depend on the budget: see jobs()
-        return []
-
-    def jobs(self, budget: Budget) -> dict[str, list[Job]]:
-        task = self.TASKS[budget.name]
-        base = budget.options[task]
-        return {
-            f"{model}, {n:,} images": [
-                Job(task, (*base, *options, f"--task_options.train_size={n}"), seed,
-                    f"{model}, {n:,} images")
-                for seed in budget.seeds
-            ]
-            for n in self.SIZES[budget.name] for model, options in self.MODELS
-        }  # fmt: skip
-
-    def analyse(self, results):
-        def size(label: str) -> int:
-            return int(label.rsplit(", ", 1)[1].split()[0].replace(",", ""))
-
-        sizes = sorted({size(label) for label in results})
-        at = lambda model, n: results[f"{model}, {n:,} images"]  # noqa: E731
-        cnn, sa = (m for m, _ in self.MODELS)
-        parts = [compare(f"dev(CNN) - dev(SA) at {sizes[0]:,}", Better(0.0), at(cnn, sizes[0]),
-                          at(sa, sizes[0])),
-                 compare(f"dev(SA) - dev(CNN) at {sizes[-1]:,}", Better(-0.01), at(sa, sizes[-1]),
-                          at(cnn, sizes[-1]))]  # fmt: skip
-        return self._section(results, parts)
-
-
-class ConvIsAttention(Claim):
-    number, name = 9, "a convolution is a restricted self-attention"
-    claim = ("A convolution is self-attention restricted to a fixed neighbourhood: one head per "
-             "kernel offset, each attending to exactly one pixel, reproduces the convolution "
-             "exactly.")  # fmt: skip
-    setup = ("No training: seeded random Conv2d layers (kernel 1x1, 3x3, 5x3; 1 to 8 channels; "
-             "'same' and no padding) against attnlab.conv_as_attention(conv) on seeded random "
-             "images, in float64 (Cordonnier, Loukas & Jaggi 2020, Theorem 1).")  # fmt: skip
-    rule = ("held if every layer's largest |conv(x) - attention(x)| is below 1e-12 (float64), "
-            "did not hold otherwise; the same at every budget (nothing is trained)")  # fmt: skip
-    TOLERANCE = 1e-12
-    CASES = ((1, 1, (1, 1), 0), (3, 8, (3, 3), 1), (4, 6, (3, 3), 0), (2, 5, (5, 3), (2, 1)))
-
-    def variants(self):
-        return []
-
-    def analyse(self, results):
-        import torch
-        from torch import nn
-
-        from attnlab.blocks.conv_attention import conv_as_attention
-
-        notes, worst = [], 0.0
-        generator = torch.Generator().manual_seed(0)
-        for c, o, kernel, padding in self.CASES:
-            torch.manual_seed(len(notes))
-            conv = nn.Conv2d(c, o, kernel, padding=padding).double()
-            x = torch.randn(2, c, 7, 6, generator=generator, dtype=torch.float64)
-            attention = conv_as_attention(conv).double()
-            with torch.no_grad():
-                error = float((conv(x) - attention(x)).abs().max())
-            worst = max(worst, error)
-            notes.append(f"Conv2d({c}, {o}, kernel {kernel}, padding {padding}) on 2 x {c} x 7 x 6: "
-                         f"{kernel[0] * kernel[1]} heads, max |difference| {error:.1e}")  # fmt: skip
-        verdict = Verdict.HELD if worst < self.TOLERANCE else Verdict.NOT_HELD
-        return Section(self.number, self.name, self.claim, self.setup, self.rule, [],
-                       [(f"largest |conv - attention| {worst:.1e} < {self.TOLERANCE:g}", verdict,
-                         None)], verdict, notes=notes)  # fmt: skip
 
 
 CLAIMS: dict[str, Claim] = {c.name: c for c in

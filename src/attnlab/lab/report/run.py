@@ -219,6 +219,7 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.cli import main
     from attnlab.lab.train import RunError
 
+    from .claims_conv import receptive_fields
     from .claims_lra import listops_measures
     from .claims_recall import recall_measures
     from .minimal_pairs import pair_scores
@@ -260,6 +261,8 @@ def run_one(job: Job, out: Path) -> None:
         extra["minimal_pairs"] = pair_scores(run)
     if job.task == "listops":  # claim 14's lookup baseline; speed at 3 lengths, memory: seed 0
         extra.update(listops_measures(run, costs=job.seed == 0))
+    if job.task in ("digits", "fashion") and "--model.encoder.kind=cnn" not in job.options:
+        extra["receptive_fields"] = receptive_fields(run)  # claim 9: what attention learnt
     if job.task == "recall" and job.seed == 0:  # claim 11: a step's time against the length
         extra.update(recall_measures(run))
     if job.task == "positions":  # claim 7: the same model tested at 2L and 4L
