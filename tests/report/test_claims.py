@@ -190,4 +190,4 @@ def test_receptive_fields_put_each_weight_at_its_offset(monkeypatch):
     assert right[rows - 1, cols] == 1.0  # offset (0, +1): every query that has one looks there
     assert right[centre] == pytest.approx(2 / 6)  # only the last column's 2 queries stay put
     notes = claims_conv._locality(fields)
-    assert notes[0].startswith("layer 1: the heads' mean weight share on the 3 x 3 offsets")
+    assert notes[0].startswith("layer 1, each head's mean weight per offset summed over the 3 x 3")

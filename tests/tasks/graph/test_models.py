@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnlab.attention_config import AttentionConfig
 from attnlab.lab.tasks.graph import MODEL_KINDS, GraphModelConfig, build_node_model
 from attnlab.lab.tasks.graph.models import feature_dropout
 
@@ -96,6 +97,10 @@ def test_full_bias_is_full_lappe_with_the_edges_added_to_the_scores():
         assert not torch.allclose(biased(batch), biased(fewer))  # it sees the edges now
     a = _adjacency(batch["edge_index"], N, torch.float64)
     assert a.sum() == batch["edge_index"].shape[1] and a[1, 0] == 1 and a[0, 2] == 0
+    one_way = _adjacency(torch.tensor([[0], [1]]), N, torch.float64)  # an edge 0 -> 1
+    assert one_way[1, 0] == 1 and one_way.sum() == 1  # query 1 (its destination) sees key 0
+    with pytest.raises(ValueError, match="full_bias adds the edges to the scores"):
+        GraphModelConfig(kind="full_bias", attention=AttentionConfig(kernel="performer"))
     b = torch.tensor([[2.0, -1.0], [0.5, 0.25]], dtype=torch.float64)  # (edge, self) x heads
     expected = b[0].view(2, 1, 1) * a + b[1].view(2, 1, 1) * torch.eye(N, dtype=torch.float64)
     torch.testing.assert_close(_edge_bias(a, b), expected.unsqueeze(0), rtol=0, atol=0)

@@ -15,7 +15,17 @@ from .budgets import Budget
 from .jobs import Job, JobResult, with_inits
 from .stats import Comparison, Verdict, combine
 
-__all__ = ["Claim", "Section", "claims_plan", "compare", "scores_of", "is_fraction", "SA", "fc"]
+__all__ = [
+    "Claim",
+    "Section",
+    "claims_plan",
+    "compare",
+    "computed_here",
+    "scores_of",
+    "is_fraction",
+    "SA",
+    "fc",
+]
 
 
 SA = ("self-attention (4 heads)", ())
@@ -103,6 +113,18 @@ def claims_plan(claims: Sequence[Claim], budget: Budget) -> list[Job]:
     the report runs, and what its pages count as planned."""
     return with_inits(job for claim in claims for runs in claim.jobs(budget).values()
                       for job in runs)  # fmt: skip
+
+
+def computed_here() -> str:
+    """The provenance of what a page computes itself, when it is rendered."""
+    import torch
+
+    from attnlab.provenance import code_identity
+
+    code = code_identity()
+    commit = f"{code.get('commit', '?')[:10]}{' (dirty)' if code.get('dirty') else ''}"
+    return (f"computed when the report was rendered: commit {commit}, attnlab "
+            f"{code['attnlab']}, torch {torch.__version__}")  # fmt: skip
 
 
 def is_fraction(metric: str | None) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .budgets import Budget
-from .claim import Claim
+from .claim import Claim, computed_here
 from .claims_data import DataEfficiency
 from .jobs import Job
 from .stats import Verdict
@@ -37,8 +37,9 @@ class ConvIsAttention(Claim):
              f"{IMAGES} dev images (the plot; a convolution's would be one fixed offset per "
              "head).")  # fmt: skip
     rule = ("held if every layer's largest |conv(x) - attention(x)| is below 1e-12 (float64), "
-            "did not hold otherwise; the same at every budget (nothing is trained; the learned "
-            "receptive fields are shown, not ruled on)")  # fmt: skip
+            "did not hold otherwise; the same at every budget (the equivalence trains nothing; "
+            "the learned receptive fields, shown beside it, are not ruled on, and only they "
+            "need claim 10's run)")  # fmt: skip
     revisions = ("2026-12-05, the page (not the rule): the learned receptive fields of image "
                  "attention added, as the lecture shows them",)  # fmt: skip
     SEEN = "self-attention (patches), the most images, seed 0 (claim 10's run)"
@@ -77,7 +78,9 @@ class ConvIsAttention(Claim):
         seen = [r for r in results.get(self.SEEN, []) if r.metrics.get("receptive_fields")]
         if results.get(self.SEEN) and not seen:
             notes.append("the receptive fields: its run finished before the report measured "
-                         "them; run it again in a new --out")  # fmt: skip
+                         "them; delete its jobs/KEY/result.json and run the report again to "
+                         "measure them (the run is not trained again)")  # fmt: skip
+        notes.append(f"the equivalence: {computed_here()}")
         for r in seen:
             notes += _locality(r.metrics["receptive_fields"])
         section = self._section(results, parts, notes=notes)
@@ -111,7 +114,7 @@ def receptive_fields(run: str | Path, *, images: int = IMAGES) -> dict[str, Any]
     count = torch.bincount(offset, minlength=(2 * rows - 1) * (2 * cols - 1)).double()
     maps = []
     for w in out.weights:  # (b, h, n, n)
-        w = w[:, :, p:, p:].double().mean(0).flatten(1)  # (h, q * k)
+        w = w[:, :, p:, p:].mean(0, dtype=torch.float64).flatten(1)  # (h, q * k)
         total = torch.zeros(w.shape[0], count.numel(), dtype=torch.float64)
         total.index_add_(1, offset, w)
         mean = (total / count.clamp_min(1)).view(-1, 2 * rows - 1, 2 * cols - 1)
@@ -129,8 +132,9 @@ def _locality(fields: dict[str, Any]) -> list[str]:
         for head in np.asarray(layer):
             centre = head[rows - 2 : rows + 1, cols - 2 : cols + 1]
             shares.append(float(centre.sum() / head.sum()) if head.sum() > 0 else float("nan"))
-        notes.append(f"layer {i}: the heads' mean weight share on the 3 x 3 offsets around the "
-                     f"query {', '.join(f'{s:.2f}' for s in shares)} (uniform attention: "
+        notes.append(f"layer {i}, each head's mean weight per offset summed over the 3 x 3 "
+                     "offsets around the query, as a share of its sum over all offsets: "
+                     f"{', '.join(f'{s:.2f}' for s in shares)} (uniform attention: "
                      f"{9 / ((2 * rows - 1) * (2 * cols - 1)):.2f})")  # fmt: skip
     return notes
 

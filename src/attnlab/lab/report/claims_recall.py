@@ -60,6 +60,12 @@ class ForgettingRNN(Claim):
             notes.append(f"not learnt at this budget: the better model's dev accuracy is "
                          f"{100 * best:.1f}% (< {100 * self.LEARNT:.0f}%)")  # fmt: skip
         steps = {label: _steps(rs) for label, rs in results.items()}
+        untimed = [label for label, rs in results.items()
+                   if any(r.seed == 0 for r in rs) and not steps[label]]  # fmt: skip
+        if untimed:
+            notes.append(f"{', '.join(untimed)}: the run of seed 0 finished before the report "
+                         "timed its steps; delete its jobs/KEY/result.json and run the report "
+                         "again to time them (the run is not trained again)")  # fmt: skip
         for label, measured in steps.items():
             if measured:
                 notes.append(f"{label}, a training step on {SPEED_BATCH} sequences: " + ", ".join(

@@ -19,7 +19,7 @@ from pathlib import Path
 from attnlab.lab.train.atomic import atomic_write_text
 
 from .budgets import Budget
-from .claim import Claim, Section, claims_plan, is_fraction
+from .claim import Claim, Section, claims_plan, computed_here, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
 
@@ -122,14 +122,7 @@ def _provenance(results: Sequence[JobResult], trains: bool = False) -> list[str]
     if not results and trains:
         return ["no job of this claim has finished yet"]
     if not results:
-        import torch
-
-        from attnlab.provenance import code_identity
-
-        code = code_identity()
-        commit = f"{code.get('commit', '?')[:10]}{' (dirty)' if code.get('dirty') else ''}"
-        return [f"no training job; computed when the report was rendered: commit {commit}, "
-                f"attnlab {code['attnlab']}, torch {torch.__version__}"]  # fmt: skip
+        return [f"no training job; {computed_here()}"]
     commits = sorted({f"{r.provenance.get('commit', '?')[:10]}{' (dirty)' if r.provenance.get('dirty') else ''}"
                       for r in results})  # fmt: skip
     cpus = sorted({f"{r.provenance.get('cpu')} [{' '.join(r.provenance.get('isa', []))}], "

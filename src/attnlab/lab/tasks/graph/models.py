@@ -112,6 +112,12 @@ class GraphModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"model.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if self.kind == "full_bias" and self.attention.kernel is not None:
+            raise ValueError(
+                f"model.kind=full_bias adds the edges to the scores, which an efficient kernel "
+                f"(model.attention.kernel={self.attention.kernel!r}) does not form; use "
+                "model.kind=full_lappe with a kernel"
+            )
         if self.kind not in ATTENTION_KINDS and self.attention != AttentionConfig():
             raise ValueError(
                 f"model.attention applies to kind=graph_attention, full_lappe and full_bias; kind="
@@ -270,6 +276,7 @@ def _adjacency(edges: Tensor, n: int, dtype: torch.dtype) -> Tensor:
 def _edge_bias(adjacency: Tensor, bias: Tensor) -> Tensor:
     """``(1, h, n, n)`` score bias: ``bias[0, h]`` along the edges, ``bias[1, h]`` added on the
     diagonal (a node and itself)."""
+    bias = bias.to(adjacency.dtype)  # under autocast, bf16 like the scores: half the memory
     out = bias[0].view(-1, 1, 1) * adjacency  # (h, n, n)
     out.diagonal(dim1=-2, dim2=-1).add_(bias[1].view(-1, 1))
     return out.unsqueeze(0)
