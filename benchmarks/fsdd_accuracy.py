@@ -8,10 +8,11 @@ Usage:
 Configs (each the fsdd task's defaults plus the overrides below and ``--extra``):
 ``attention`` (self-attention, attention pooling), ``cnn`` and ``bilstm`` (the baselines on the
 same frames and front end), ``w4`` ... ``w64`` (attention truncated to ``|i - j| <= w``
-frames; after the Conv2d x4 front end a frame is 40 ms). Each run is ``attnlab train fsdd``
-in its own directory; a finished run (its ``metrics.json`` exists) is read, not re-run. Prints
-a markdown table (mean and min-max over seeds) and writes ``windows.json`` (``{w: mean test
-accuracy}``) for ``speech_windows.py --accuracy``.
+frames; after the Conv2d x4 front end a frame is 40 ms). Each run is a job of ``attnlab
+report`` (claim 8 compares windows of 2 and 8 frames with full attention the same way), run by
+``run_jobs`` into ``OUT/jobs/KEY``: a finished job is read, not re-run, and a job of other
+settings has another key. Prints a markdown table (mean and min-max over seeds) and writes
+``windows.json`` (``{w: mean test accuracy}``) for ``speech_windows.py --accuracy``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stored import differences, refuse, run_differences  # noqa: E402
+from common import train_jobs  # noqa: E402
+from stored import differences  # noqa: E402
 
-from attnlab.lab.cli import main as attnlab
+from attnlab.lab.report.jobs import Job  # noqa: E402
 
 COMMON = ["--model.frontend.subsample=conv2d", "--train.lr=3e-3", "--train.log_every=0"]
 CONFIGS = {
@@ -36,18 +38,8 @@ CONFIGS = {
 }
 
 
-def run(name: str, seed: int, epochs: int, out: Path, extra: list[str]) -> dict:
-    run_dir = out / f"{name}-s{seed}"
-    metrics = run_dir / "metrics.json"
-    args = ["train", "fsdd", f"--out_dir={run_dir}", f"--train.seed={seed}",
-            f"--train.epochs={epochs}", *COMMON, *CONFIGS[name], *extra]  # fmt: skip
-    if metrics.is_file() and (changes := run_differences(run_dir, "fsdd", args[2:])):
-        refuse(f"{run_dir}", changes, "give this run its own --out, or remove the directory")
-    if not metrics.is_file():
-        print("attnlab " + " ".join(args), flush=True)
-        if attnlab(args) != 0:
-            raise SystemExit(f"run {run_dir} failed")
-    return json.loads(metrics.read_text())
+def job(name: str, seed: int, epochs: int, extra: list[str]) -> Job:
+    return Job("fsdd", (f"--train.epochs={epochs}", *COMMON, *CONFIGS[name], *extra), seed, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,10 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     windows = {}
     rows = []
     for name in args.configs:
-        results = [run(name, s, args.epochs, out, args.extra) for s in args.seeds]
-        accs = [r["test"]["accuracy"] for r in results]
+        results = train_jobs([job(name, s, args.epochs, args.extra) for s in args.seeds], out)
+        failed = [r for r in results if isinstance(r, str)]
+        if failed:
+            raise SystemExit(f"{name}: {failed[0]}")
+        accs = [r.metrics["test"]["accuracy"] for r in results]
         mean = statistics.mean(accs)
-        rows.append(f"| {name} | {results[0]['parameters']:,} | {mean:.2%} | "
+        rows.append(f"| {name} | {results[0].metrics['parameters']:,} | {mean:.2%} | "
                     f"{min(accs):.2%} - {max(accs):.2%} | {len(accs)} |")  # fmt: skip
         if name == "attention":
             windows["full"] = mean
