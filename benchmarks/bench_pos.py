@@ -33,13 +33,14 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine
+from common import machine, train_jobs
 
 from attnlab.lab.models import ENCODERS
+from attnlab.lab.report.jobs import Job
 from attnlab.lab.models.encoders import SequenceEncoder
 from attnlab.positional import Sinusoidal
 from attnlab.lab.tasks import TASKS
-from attnlab.lab.train import Trainer, resolve_config
+from attnlab.lab.train import resolve_config
 from attnlab.lab.train.compile import DEFAULT_PAD_MULTIPLE, compile_model, pad_batch, unwrap
 
 
@@ -86,19 +87,20 @@ TABLE = {
 
 
 def train(name: str, overrides: list[str], out: Path) -> dict:
-    cfg = resolve_config(task="pos", overrides=overrides)
-    cfg.out_dir = str(out / name.replace(" ", "_").replace(",", "").replace("=", ""))
-    trainer = Trainer("pos", cfg, overwrite=True)  # a benchmark reruns into its directories
-    try:
-        res = trainer.fit()
-    finally:
-        trainer.close()
-    row = dict(model=name, test_accuracy=res.test["accuracy"], oov_accuracy=res.test["oov_accuracy"],
-               dev_accuracy=res.best_score, tokens_per_s=res.units_per_s, parameters=res.parameters,
-               train_time_s=res.train_time_s, out_dir=cfg.out_dir)  # fmt: skip
+    """One tagger, run as a job of ``attnlab report`` (``run_jobs``, into ``out/jobs/KEY``: a
+    finished job is read back, not re-run; the report's claims 1, 2, 4, 5 and 6 run the same
+    models)."""
+    (res,) = train_jobs([Job("pos", tuple(overrides), 0, name)], out)
+    if isinstance(res, str):
+        raise SystemExit(f"{name}: {res}")
+    m = res.metrics
+    row = dict(model=name, test_accuracy=m["test"]["accuracy"],
+               oov_accuracy=m["test"]["oov_accuracy"], dev_accuracy=m["best_score"],
+               tokens_per_s=m["units_per_s"], parameters=m["parameters"],
+               train_time_s=m["train_time_s"], out_dir=str(out / "jobs" / res.key))  # fmt: skip
     print(
         f"  {name:<32} test {row['test_accuracy']:.2%}  oov {row['oov_accuracy']:.2%}  "
-        f"{row['tokens_per_s']:8.0f} tok/s  {res.parameters / 1e3:.0f}k params",
+        f"{row['tokens_per_s']:8.0f} tok/s  {row['parameters'] / 1e3:.0f}k params",
         flush=True,
     )
     return row
