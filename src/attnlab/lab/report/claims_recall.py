@@ -79,7 +79,8 @@ def _steps(rs: list[JobResult]) -> dict[int, float]:
     """Seconds of a training step per length, from the run that measured them (seed 0)."""
     for r in rs:
         if r.metrics.get("step_s_at"):
-            return {int(n): float(t) for n, t in r.metrics["step_s_at"].items()}
+            return {int(n): float(t) for n, t in sorted(r.metrics["step_s_at"].items(),
+                                                         key=lambda item: int(item[0]))}  # fmt: skip
     return {}
 
 
