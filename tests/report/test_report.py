@@ -92,7 +92,7 @@ def test_claim_11_times_each_models_step_at_four_lengths(smoke):
     recall = [r for r in read_results(smoke / "results.jsonl") if r.task == "recall"]
     assert recall and all(r.seed == 0 for r in recall)  # the smoke budget's one seed
     for r in recall:
-        assert [int(n) for n in r.metrics["step_s_at"]] == list(LENGTHS)
+        assert sorted(int(n) for n in r.metrics["step_s_at"]) == list(LENGTHS)  # stored as text
         assert all(t > 0 for t in r.metrics["step_s_at"].values())
     assert "a training step on 8 sequences: 20 tokens" in (smoke / "report.md").read_text()
 
