@@ -325,6 +325,61 @@ def test_sdpa_dropout_in_blocks_is_the_materialised_computation(monkeypatch, mas
         assert torch.all(out[:, :, 7] == 0)
 
 
+def _blocks_with_reference(monkeypatch, bias: torch.Tensor, p: float = 0.3):
+    """``attention_with_dropout`` in blocks of 32 queries, and the materialised computation
+    with the same masks, for (2, 3, 40, 4) queries over 9 keys and ``bias``."""
+    from attnlab.backends import dropout_blocks
+    from attnlab.dropout import dropout_mask
+
+    monkeypatch.setattr(dropout_blocks, "BLOCK_ELEMENTS", 1)  # 32 queries a block: 2 blocks
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(s, dtype=F64, generator=gen, requires_grad=True)
+               for s in [(2, 3, 40, 4), (2, 3, 9, 4), (2, 3, 9, 5)])  # fmt: skip
+    torch.manual_seed(3)
+    out = dropout_blocks.attention_with_dropout(q, k, v, bias, p, 0.5)
+    torch.manual_seed(3)
+    keeps = [dropout_mask((6, min(s + 32, 40) - s, 9), p) for s in (0, 32)]
+    keep = torch.cat([m for m, _ in keeps], 1).view(2, 3, 40, 9)
+    weights = torch.softmax(0.5 * q @ k.transpose(-1, -2) + bias.to(F64), -1)
+    return (q, k, v), out, weights * keep * keeps[0][1] @ v
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 40, 9), (1, 3, 40, 9), (1, 1, 40, 9), (2, 1, 1, 9)],
+                         ids=["full", "over-batch", "over-batch-and-heads", "over-queries"])  # fmt: skip
+def test_dropout_blocks_bias_gradient_sums_over_its_broadcast_dimensions(monkeypatch, shape):
+    """A bias broadcast along the batch, the heads or the queries gets the score gradient
+    summed along them (written once per block of queries, or added up over blocks)."""
+    bias = torch.randn(shape, dtype=F64, requires_grad=True)
+    (q, k, v), out, want = _blocks_with_reference(monkeypatch, bias)
+    torch.testing.assert_close(out, want, atol=1e-12, rtol=0)
+    g = torch.randn_like(want)
+    for name, a, c in zip("qkvb", torch.autograd.grad(out, (q, k, v, bias), g),
+                          torch.autograd.grad(want, (q, k, v, bias), g)):  # fmt: skip
+        torch.testing.assert_close(a, c, atol=1e-11, rtol=0, msg=f"gradient of {name}")
+
+
+def test_dropout_blocks_bfloat16_bias_gradient_is_the_exact_one_rounded(monkeypatch):
+    """A bfloat16 bias (as autocast makes it; the blocks add it to the scores as it is): its
+    gradient comes back in bfloat16, the exact gradient rounded."""
+    bias = torch.randn(1, 3, 40, 9).to(torch.bfloat16).requires_grad_()
+    (q, k, v), out, want = _blocks_with_reference(monkeypatch, bias)
+    torch.testing.assert_close(out, want, atol=1e-6, rtol=0)  # float32 scores
+    g = torch.randn_like(want)
+    (got,) = torch.autograd.grad(out, bias, g)
+    (exact,) = torch.autograd.grad(want, bias, g)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), exact.to(torch.bfloat16).double(), atol=1e-5,
+                               rtol=0.01)  # fmt: skip
+
+
+def test_dropout_blocks_refuses_a_boolean_add():
+    from attnlab.backends.dropout_blocks import attention_with_dropout
+
+    q = torch.randn(1, 1, 4, 2)
+    with pytest.raises(TypeError, match=r"add: expected a floating-point tensor, got torch.bool"):
+        attention_with_dropout(q, q, q, torch.ones(1, 1, 4, 4, dtype=torch.bool), 0.1, 1.0)
+
+
 def test_sdpa_dropout_in_blocks_gradcheck(monkeypatch):
     from attnlab.backends import dropout_blocks, sdpa
 

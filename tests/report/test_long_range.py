@@ -145,6 +145,9 @@ def test_claim_3_trains_its_own_attention_recipe_beyond_the_smoke_budget():
     for label, rs in quick.items():
         names = [o.split("=")[0] for o in rs[0].options]
         assert len(names) == len(set(names))  # each option once: the claim's replace the budget's
-        assert ("--train.max_steps=500" in rs[0].options) == (label != claim.WINDOW[0])
+        own_steps = claim.TRAIN["quick"][1]  # instead of the budget's own step count
+        assert own_steps.startswith("--train.max_steps=")
+        assert own_steps not in BUDGETS["quick"].options["pos"]
+        assert (own_steps in rs[0].options) == (label != claim.WINDOW[0])
     # the window is claim 1's run at every budget: at chance by construction, whatever its steps
     assert {j.key for j in quick[claim.WINDOW[0]]} <= keys(window.jobs(BUDGETS["quick"]))

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.lab.cli import main
 from attnlab.lab.report import run as report_run
@@ -310,6 +311,17 @@ def test_local_processes_give_the_same_results(tmp_path):
     assert all(two[k] == pytest.approx(one[k], abs=2e-3) for k in one)
     threads = {r.provenance["threads"] for r in read_results(tmp_path / "two" / "results.jsonl")}
     assert threads == {max(1, (os.cpu_count() or 1) // 2)}  # the machine's threads divided
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="--jobs 2 needs two cores")
+def test_under_jobs_n_a_timed_claims_jobs_run_alone_with_every_thread(tmp_path):
+    """Claim 11 compares speeds (``timed``): under ``--jobs 2`` its jobs run one at a time with
+    all of the machine's threads; claim 4's share the machine, half the threads each."""
+    assert _report(tmp_path, "--claims", "scores", "rnn", "--jobs", "2") == 0
+    threads = {r.task: set() for r in read_results(tmp_path / "results.jsonl")}
+    for r in read_results(tmp_path / "results.jsonl"):
+        threads[r.task].add(r.provenance["threads"])
+    assert threads == {"pos": {os.cpu_count() // 2}, "recall": {torch.get_num_threads()}}
 
 
 def test_a_report_with_nothing_finished_renders_as_pending(tmp_path, capsys):

@@ -77,8 +77,10 @@ def attention_with_dropout(
         ``(b, h, i, e)`` in ``q``'s dtype.
     """
     b, h, i, _ = q.shape
-    if add is not None:
-        add = add.to(torch.promote_types(q.dtype, torch.float32))
+    if add is not None and not add.dtype.is_floating_point:
+        raise TypeError(f"add: expected a floating-point tensor, got {add.dtype}")
+    # ``add`` stays in its dtype (bfloat16 under autocast: half the memory of a float32
+    # copy); each block adds its rows into the float32 scores.
     block = block_rows(b * h, k.shape[2])
     return _Blocks.apply(q, k, v, add, p, alpha, block)
 
@@ -93,8 +95,18 @@ def _scores(qa: Tensor, kt: Tensor, add: Tensor | None, rows: slice, heads: int,
     return s
 
 
+def _grad_buffer(add: Tensor, acc: torch.dtype) -> Tensor:
+    """Where :func:`_accumulate` writes ``add``'s gradient. Every block adds into an ``add``
+    broadcast along the queries: zeros in ``acc``. Otherwise each block writes its own rows
+    once (summed in ``acc`` over a broadcast batch or head dimension first): uninitialised, in
+    ``add``'s dtype (no zero fill, and no float32 copy of a bfloat16 bias)."""
+    if add.shape[2] == 1:
+        return torch.zeros(add.shape, dtype=acc)
+    return torch.empty(add.shape, dtype=add.dtype)
+
+
 def _accumulate(dadd: Tensor, ds: Tensor, rows: slice, heads: int) -> None:
-    """Add a block's score gradient ``ds`` ``(b h, c, j)`` into ``dadd``, summed over the
+    """Write a block's score gradient ``ds`` ``(b h, c, j)`` into ``dadd``, summed over the
     dimensions ``add`` was broadcast along."""
     g = ds.view(-1, heads, *ds.shape[1:])
     for dim in (0, 1):
@@ -102,8 +114,8 @@ def _accumulate(dadd: Tensor, ds: Tensor, rows: slice, heads: int) -> None:
             g = g.sum(dim, keepdim=True)
     if dadd.shape[2] == 1:
         dadd += g.sum(2, keepdim=True)
-    else:
-        dadd[:, :, rows] += g
+    else:  # the block's rows, written once
+        dadd[:, :, rows] = g
 
 
 class _Blocks(torch.autograd.Function):
@@ -149,7 +161,7 @@ class _Blocks(torch.autograd.Function):
             dos = dout.mul(scale)
             dq = torch.empty_like(qa)
             dk, dv = torch.zeros(k3.shape, dtype=acc), torch.zeros(v3.shape, dtype=acc)
-            dadd = torch.zeros_like(add) if ctx.needs_input_grad[3] else None
+            dadd = _grad_buffer(add, acc) if ctx.needs_input_grad[3] else None
             for start in range(0, i, block):
                 rows = slice(start, min(start + block, i))
                 w = _scores(qa, kt, add, rows, h, acc).sub_(lse[:, rows]).exp_()
@@ -166,6 +178,6 @@ class _Blocks(torch.autograd.Function):
                 dq.mul_(alpha).view(b, h, i, d),
                 dk.to(k3.dtype).view(b, h, *k3.shape[1:]),
                 dv.to(v3.dtype).view(b, h, *v3.shape[1:]),
-                dadd,
+                None if dadd is None else dadd.to(add.dtype),
             )
         return (*grads, None, None, None)

@@ -21,6 +21,7 @@ __all__ = [
     "claims_plan",
     "compare",
     "computed_here",
+    "timed_keys",
     "scores_of",
     "is_fraction",
     "SA",
@@ -68,6 +69,9 @@ class Claim:
     claim: str = ""
     setup: str = ""
     rule: str = ""
+    #: its rule or its figures compare speeds: under ``--jobs N`` its jobs still run one at a
+    #: time with every thread (:func:`timed_keys`), never beside another job
+    timed: bool = False
 
     def variants(self) -> list[tuple[str, tuple[str, ...]]]:
         raise NotImplementedError
@@ -113,6 +117,13 @@ def claims_plan(claims: Sequence[Claim], budget: Budget) -> list[Job]:
     the report runs, and what its pages count as planned."""
     return with_inits(job for claim in claims for runs in claim.jobs(budget).values()
                       for job in runs)  # fmt: skip
+
+
+def timed_keys(claims: Sequence[Claim], budget: Budget) -> frozenset[str]:
+    """The keys of the jobs of ``claims`` at ``budget`` that some timed claim
+    (:attr:`Claim.timed`) reads."""
+    return frozenset(job.key for claim in claims if claim.timed
+                     for runs in claim.jobs(budget).values() for job in runs)  # fmt: skip
 
 
 def computed_here() -> str:

@@ -95,6 +95,7 @@ class Heads(Claim):
 
 class TruncatedSpeech(Claim):
     number, task, name = 8, "fsdd", "truncated self-attention on speech"
+    timed = True  # its speeds are compared: measured alone
     claim = ("Speech is long and its context local: attention truncated to a window of frames "
              "loses (almost) nothing against attention over the whole utterance.")  # fmt: skip
     setup = ("Spoken digits (fsdd, log-mel frames, Conv2d x4 subsampling: an encoder frame is 40 "

@@ -11,7 +11,6 @@ at half, once and twice the budget's bound on tree length: its time and its peak
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ def kernel_options(name: str, length: int, own: dict[str, Any] | None = None) ->
 
 class EfficientKernels(Claim):
     number, task, name = 14, "listops", "the xxformers are faster but worse"
+    timed = True  # its speeds are compared: measured alone
     claim = ("The efficient approximations of attention (linear, Performer, Linformer, local, "
              "Reformer, BigBird) train faster than exact attention on long sequences, and score "
              "worse: the Long Range Arena's trade-off.")  # fmt: skip
@@ -218,14 +218,12 @@ def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -
     accuracy, fitted on the run's train trees) and, with ``costs``, ``costs``: per length (half,
     once and twice the run's ``task_options.max_length``) the time of a training step of the
     run's model on :data:`BATCH` random sequences and its peak tensor memory
-    (:func:`~attnlab.lab.bench.measure.training_step_cost`), or the error that length gave,
-    e.g. a Linformer's fixed ``max_len``."""
-    import torch
-
-    from attnlab.lab.bench.measure import training_step_cost
+    (:func:`~.step_costs.random_step_costs`), or the error that length gave (``"n/a: max_len"``
+    for a Linformer's fixed ``max_len``)."""
     from attnlab.lab.tasks.longrange.baselines import rule_accuracies
     from attnlab.lab.train.checkpoint import load_for_inference
-    from attnlab.lab.train.precision import choose_precision
+
+    from .step_costs import random_step_costs
 
     task, model, cfg = load_for_inference(str(run), setup=True)
     splits = task.splits()
@@ -233,22 +231,9 @@ def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -
     if not costs:
         return {"rules": rules}
     longest = int(cfg.task_options.max_length)  # a ListOpsOptions, as load_for_inference gives
-    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
-    rng, alphabet = random.Random(0), list(task.alphabet)
-    model.train()
-    measured: dict[str, dict[str, Any]] = {}
-    for n in (longest // 2, longest, 2 * longest):
-        batch = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
-                              for _ in range(BATCH)])  # fmt: skip
-
-        def loss(batch=batch) -> torch.Tensor:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                return task.loss(model, batch)[0]
-
-        try:
-            seconds, peak = training_step_cost(model, loss, repeats=repeats)
-            measured[str(n)] = {"step_s": seconds, "peak_mib": peak / 2**20}
-        except Exception as err:  # a kernel that cannot run a length is a cell, not a failed job
-            message = (str(err).splitlines() or [type(err).__name__])[0]
-            measured[str(n)] = {"error": "n/a: max_len" if "max_len" in message else message[:80]}
+    lengths = (longest // 2, longest, 2 * longest)
+    measured = random_step_costs(task, model, cfg, lengths, BATCH, repeats=repeats, memory=True)
+    for cost in measured.values():
+        if "max_len" in cost.get("error", ""):
+            cost["error"] = "n/a: max_len"
     return {"rules": rules, "costs": measured}

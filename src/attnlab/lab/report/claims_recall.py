@@ -4,7 +4,6 @@ sequences grow (:func:`recall_measures`, called by the runner)."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ LENGTHS = (20, 80, 320, 1280)
 
 class ForgettingRNN(Claim):
     number, task, name = 11, "recall", "self-attention recalls what an RNN forgets"
+    timed = True  # its speeds are compared: measured alone
     claim = ("Self-attention reaches any earlier position in one step; an RNN must carry it "
              "through every step between, and forgets a key far back.")  # fmt: skip
     setup = ("The recall task (key-value pairs, the queried one 8 to 16 tokens back, then its "
@@ -89,31 +89,14 @@ def recall_measures(run: str | Path, *, repeats: int = 3) -> dict[str, Any]:
     seconds of a training step of the run's model (in its precision) on :data:`SPEED_BATCH`
     random sequences of each of :data:`LENGTHS` tokens (``step_errors``: the message of a
     length the model cannot run, e.g. beyond learned positions' maximum)."""
-    import torch
-
-    from attnlab.lab.bench.measure import time_call
     from attnlab.lab.train.checkpoint import load_for_inference
-    from attnlab.lab.train.precision import choose_precision
+
+    from .step_costs import random_step_costs
 
     task, model, cfg = load_for_inference(str(run))
-    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
-    rng, alphabet = random.Random(0), list(task.alphabet)
-    model.train()
-    measured, errors = {}, {}
-    for n in LENGTHS:
-        batch = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
-                              for _ in range(SPEED_BATCH)])  # fmt: skip
-
-        def step(batch=batch) -> None:
-            model.zero_grad(set_to_none=True)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = task.loss(model, batch)[0]
-            loss.backward()
-
-        try:
-            measured[str(n)] = time_call(step, repeats=repeats)
-        except Exception as err:  # a model that cannot run a length is a gap, not a failed job
-            errors[str(n)] = (str(err).splitlines() or [type(err).__name__])[0][:80]
+    costs = random_step_costs(task, model, cfg, LENGTHS, SPEED_BATCH, repeats=repeats)
+    measured = {n: c["step_s"] for n, c in costs.items() if "step_s" in c}
+    errors = {n: c["error"] for n, c in costs.items() if "error" in c}
     return {"step_s_at": measured, **({"step_errors": errors} if errors else {})}
 
 

@@ -1,7 +1,8 @@
 """``attnlab report``: run the claims' jobs that have not finished, then write the report.
 
 Jobs run in this process one after another (``--jobs 1``), in ``N`` local processes with the
-machine's threads divided among them (``--jobs N``: never oversubscribed), or only those of one
+machine's threads divided among them (``--jobs N``: never oversubscribed; the jobs of claims that
+compare speeds still run alone, with every thread, after the others), or only those of one
 shard (``--shard I/N``: any scheduler can spread a report over machines sharing ``--out``);
 ``--collect`` renders what has finished. A job's output goes to ``OUT/jobs/KEY.log``.
 """
@@ -24,7 +25,7 @@ import torch
 from attnlab.lab.train.atomic import atomic_write_text
 
 from .budgets import BUDGETS
-from .claim import Claim, claims_plan
+from .claim import Claim, claims_plan, timed_keys
 from .claims import select
 from .jobs import Job, JobResult, job_dir, read_result, shard, with_inits, write_result
 
@@ -74,7 +75,7 @@ def report_command(
     if executor == "ray":
         _run_ray(todo, out)
     else:
-        _run_local(todo, out, jobs)
+        _run_local(todo, out, jobs, alone=timed_keys(chosen, BUDGETS[budget]))
     print(render(out, BUDGETS[budget], chosen))
     return 0
 
@@ -159,24 +160,34 @@ def _progress(total: int):
     return tqdm(total=total, desc="report", unit="job", dynamic_ncols=True)
 
 
-def _run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
+def _run_local(
+    todo: Sequence[Job], out: Path, processes: int, alone: frozenset[str] = frozenset()
+) -> None:
+    """Run ``todo``: one after another in this process, or in ``processes`` worker processes
+    a wave at a time (:func:`_waves`), except the jobs keyed in ``alone``, which run here,
+    one at a time with all of this process's threads, after the rest of their wave: their
+    speeds are measured without a neighbour."""
     if not todo:
         return
     with _progress(len(todo)) as bar:
-        if processes == 1:
-            for job in todo:
+
+        def here(jobs: Sequence[Job]) -> None:
+            for job in jobs:
                 bar.set_postfix_str(job.label)
                 run_one(job, out)
                 bar.update()
-            return
+
+        if processes == 1:
+            return here(todo)
         context = get_context("spawn")
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                  initargs=(_threads(processes),)) as pool:  # fmt: skip
             for wave in _waves(todo):
-                futures = [pool.submit(run_one, job, out) for job in wave]
+                futures = [pool.submit(run_one, job, out) for job in wave if job.key not in alone]
                 for future in as_completed(futures):
                     future.result()
                     bar.update()
+                here([job for job in wave if job.key in alone])
 
 
 def _init_worker(threads: int) -> None:

@@ -1,0 +1,50 @@
+"""What a training step of a finished run's model costs on random sequences of given lengths:
+the speed-against-length measures of claims 11 (:func:`~.claims_recall.recall_measures`) and 14
+(:func:`~.claims_lra.listops_measures`)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["random_step_costs"]
+
+
+def random_step_costs(
+    task: Any, model: Any, cfg: Any, lengths: Iterable[int], batch: int, *, repeats: int = 3,
+    memory: bool = False
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per length ``n`` of ``lengths`` (keyed ``str(n)``, as JSON stores it): the seconds of a
+    training step of ``model`` (train mode, in ``cfg.train.precision`` on this CPU) on ``batch``
+    sequences of ``n`` tokens drawn from ``task.alphabet`` (seeded: every run is timed on the
+    same sequences), ``{"step_s": s}``, with ``"peak_mib"`` (peak tensor memory) when
+    ``memory``; or ``{"error": first line of the message}`` for a length the model cannot run
+    (a Linformer's fixed ``max_len``, learned positions' maximum): a gap, not a failed job."""  # fmt: skip
+    import torch
+
+    from attnlab.lab.bench.measure import peak_tensor_bytes, time_call
+    from attnlab.lab.train.precision import choose_precision
+
+    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
+    rng, alphabet = random.Random(0), list(task.alphabet)
+    model.train()
+    measured: dict[str, dict[str, Any]] = {}
+    for n in lengths:
+        sequences = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
+                                  for _ in range(batch)])  # fmt: skip
+
+        def step(sequences=sequences) -> None:
+            model.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = task.loss(model, sequences)[0]
+            loss.backward()
+
+        try:
+            cost = {"step_s": time_call(step, repeats=repeats)}
+            if memory:
+                cost["peak_mib"] = peak_tensor_bytes(step)[0] / 2**20
+        except Exception as err:  # noqa: BLE001 - the message is the result
+            cost = {"error": (str(err).splitlines() or [type(err).__name__])[0][:80]}
+        measured[str(n)] = cost
+    return measured
