@@ -2,9 +2,11 @@
 about 20 seconds. Each check writes a small results file of its own in a temporary directory,
 with rows made by another configuration beside the matching ones, and asserts that the script
 uses only the matching rows and names the others. The scripts whose trainings are report jobs
-(``rnn_vs_attention.py recall``, ``lra.py accuracy``, ``images.py``'s sweep) keep no such rows:
-their checks train a tiny job, then assert that it is read back, not trained again, that a
-changed option is a new job, and that the jobs are the report's own at the report's setting.
+(``rnn_vs_attention.py recall``, ``lra.py accuracy``, ``images.py``'s sweep, and
+``graph_accuracy.py``, which keeps its rows as well): their checks train a tiny job, then assert
+that it is read back, not trained again, that a changed option is a new job, and that the jobs
+train what the script says (the report's own jobs, at the report's setting, where the script
+repeats a claim's runs).
 
     python benchmarks/check_stored.py        # or: pytest benchmarks/check_stored.py
 """
@@ -170,6 +172,34 @@ def test_graph_table_leaves_out_another_budget(tmp_path: Path) -> None:
     assert "81.0 ± 0.0 (n=1)" in text, text  # the matching row only; nothing was trained
     assert "max_epochs: 2000 stored, 1000 asked" in text
     assert f"max_epochs: {NOT_RECORDED}, 1000 asked; patience: {NOT_RECORDED}" in text
+
+
+def test_graph_accuracy_trains_report_jobs_and_reads_them_back(tmp_path: Path, monkeypatch) -> None:
+    """A row's run is a report job at the script's recipe: trained once, then read back from
+    its directory when asked again, even with its row gone; another setting is another job."""
+    job = graph_accuracy.job("citeseer", "gat", 3, epochs=7, patience=5, select="acc+loss",
+                             variant="original", dropout=0.7)  # fmt: skip
+    cfg = job.config()
+    assert cfg["train"]["precision"] == "fp32" and cfg["train"]["seed"] == 3
+    assert (cfg["train"]["epochs"], cfg["train"]["patience"]) == (7, 5)
+    assert (cfg["task_options"]["l2"], cfg["task_options"]["select"]) == (5e-4, "acc+loss")
+    assert (cfg["model"]["dropout"], cfg["model"]["attention_dropout"]) == (0.7, 0.7)
+    assert cfg["model"]["kind"] == "gat" and cfg["model"]["variant"] == "original"
+    other = graph_accuracy.job("citeseer", "gat", 3, epochs=7, patience=5, select="acc+loss",
+                               variant="original", dropout=0.7, l2=1e-3)  # fmt: skip
+    assert other.key != job.key and other.config()["task_options"]["l2"] == 1e-3
+
+    out = tmp_path / "g.jsonl"
+    argv = ["--datasets", "karate", "--models", "graph_attention:1", "--epochs", "2", "--out",
+            str(out)]  # fmt: skip
+    _main(graph_accuracy, argv)
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["epochs"] == 2 and row["model"] == "graph_attention"
+    assert (tmp_path / "g.runs" / "jobs" / row["job"] / "result.json").exists()
+    out.unlink()  # the rows gone, the job stays
+    monkeypatch.setattr(report_run, "run_one", _never_runs)
+    _main(graph_accuracy, argv)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [row]
 
 
 def _never_runs(*args) -> None:

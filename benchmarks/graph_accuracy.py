@@ -1,16 +1,21 @@
 """Test accuracy of every graph model on Cora and CiteSeer (Planetoid public split), seeds.
 
-Each run is what ``attnlab train DATASET --model.kind=KIND --train.seed=S
---task_options.select=SELECT --model.variant=VARIANT`` does (the task's loss with its L2
-penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping, dev evaluation
-every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev accuracy with ties
-to the lower dev loss; this script's default, so that its earlier rows keep their meaning),
-``loss`` or ``acc+loss`` (GAT's rule, what the tasks' ``auto`` picks for ``gat``/``gatv2``,
-:mod:`attnlab.lab.tasks.graph.selection`), test accuracy of the selected model; ``--variant
-original``: GAT's layer as the authors' code computes it, the tasks' default for ``gat``;
-``pyg``: :class:`attnlab.graph.GATConv`, this script's default), in a lean loop: no
-checkpoint files, and one forward pass per epoch serves dev and test (test metrics are recorded
-when the rule selects the model, which equals testing ``best.pt`` at the end).
+Each run is ``attnlab train DATASET --model.kind=KIND --train.seed=S
+--task_options.select=SELECT --model.variant=VARIANT --task_options.l2=L2 --train.epochs=EPOCHS
+--train.patience=PATIENCE --train.precision=fp32`` (L2 5e-4 unless ``--l2``; the task's loss
+with its L2 penalty, Adam at lr 0.005 with no decoupled decay, constant lr, no clipping, dev
+evaluation every epoch, model selection and patience 100 by ``--select``: ``acc`` (dev accuracy
+with ties to the lower dev loss; this script's default, so that its earlier rows keep their
+meaning), ``loss`` or ``acc+loss`` (GAT's rule, what the tasks' ``auto`` picks for
+``gat``/``gatv2``, :mod:`attnlab.lab.tasks.graph.selection`), test accuracy of ``best.pt``;
+``--variant original``: GAT's layer as the authors' code computes it, the tasks' default for
+``gat``; ``pyg``: :class:`attnlab.graph.GATConv`, this script's default), run as a job of
+``attnlab report`` (claim 12 trains its graph models the same way) into ``RUNS/jobs/KEY``
+(``--runs``): a finished run is read back, not trained again. A row's ``seconds`` is the job's
+wall time (data, the trainer's evaluations and checkpoints, the test pass included). Rows
+written before 2026-12-05 came from a lean loop of this script's own (the same recipe, in
+float32, one forward pass per epoch serving dev and test, no checkpoints): their seconds are
+not comparable.
 
 Results go, one JSON line per run, to ``--out`` (appended, so an interrupted run keeps what it
 finished and a rerun skips what is done: a row of the same dataset, kind, seed, rule, layer,
@@ -42,17 +47,15 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import train_jobs  # noqa: E402
 from stored import differences, keep_matching, left_out_note  # noqa: E402
 
-from attnlab.lab.tasks import TASKS
-from attnlab.lab.tasks.graph import GraphModelConfig, GraphOptions
-from attnlab.lab.tasks.graph.selection import SELECT_RULES, judge
+from attnlab.lab.report.jobs import Job  # noqa: E402
+from attnlab.lab.tasks.graph import GraphOptions  # noqa: E402
+from attnlab.lab.tasks.graph.selection import SELECT_RULES  # noqa: E402
 
 
 def layer_variant(kind: str, variant: str) -> str:
@@ -60,7 +63,7 @@ def layer_variant(kind: str, variant: str) -> str:
     return variant if kind == "gat" else "pyg"
 
 
-def run_one(
+def job(
     dataset: str,
     kind: str,
     seed: int,
@@ -71,53 +74,35 @@ def run_one(
     variant: str = "pyg",
     l2: float | None = None,
     dropout: float | None = None,
-) -> dict:
-    variant = layer_variant(kind, variant)
-    task = TASKS.get(dataset)()
-    task.setup(GraphOptions(select=select, l2=GraphOptions.l2 if l2 is None else l2))
-    recipe = task.default_train_options()
-    torch.manual_seed(seed)
-    model = task.build_model(
-        GraphModelConfig(
-            kind=kind,
-            variant=variant,
-            **({} if dropout is None else {"dropout": dropout, "attention_dropout": dropout}),
-        )
-    )
-    # AdamW with weight_decay 0 (the trainer's, with these tasks' recipe) is Adam.
-    opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
-    train, dev, test = (task.collate([s]) for s in ("train", "dev", "test"))
-    history: list[tuple[float, float]] = []  # (dev accuracy, dev loss) per epoch
-    best_epoch, bad, result = 0, 0, {}
-    start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
-        model.train()
-        opt.zero_grad(set_to_none=True)
-        loss, units = task.loss(model, train)
-        (loss / units).backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            logits = model(dev)  # all nodes: serves dev and test
+) -> Job:
+    """The run of one row, as ``attnlab report``'s claim 12 runs its graph models: the task's
+    recipe with these settings, in float32 (as this script's rows always ran)."""
+    options = [f"--model.kind={kind}", f"--model.variant={layer_variant(kind, variant)}",
+               f"--task_options.select={select}",
+               f"--task_options.l2={GraphOptions.l2 if l2 is None else l2}",
+               f"--train.epochs={epochs}", f"--train.patience={patience}",
+               "--train.precision=fp32", "--train.log_every=0"]  # fmt: skip
+    if dropout is not None:
+        options += [f"--model.dropout={dropout}", f"--model.attention_dropout={dropout}"]
+    return Job(dataset, tuple(options), seed, f"{dataset} {kind} seed {seed}")
 
-            def cached(batch, logits=logits):
-                return logits
 
-            dev_m = task.evaluate(cached, [dev])
-            verdict = judge(select, dev_m["accuracy"], dev_m["loss"], history)
-            history.append((dev_m["accuracy"], dev_m["loss"]))
-            if verdict.best:
-                best_epoch = epoch
-                result = {"dev": dev_m, "test": task.evaluate(cached, [test])}
-            bad = 0 if verdict.progress else bad + 1
-            if bad >= patience:
-                break
+def run_one(dataset: str, kind: str, seed: int, *, jobs: Path, **settings) -> dict:
+    """Train one row's run (:func:`job`) as a report job in ``jobs/KEY`` (read back when it
+    has finished there) and return the row."""
+    epochs, patience = settings["epochs"], settings["patience"]
+    select, variant = settings.get("select", "acc"), settings.get("variant", "pyg")
+    (result,) = train_jobs([job(dataset, kind, seed, **settings)], jobs)
+    if isinstance(result, str):
+        raise SystemExit(f"{dataset} {kind} seed {seed}: {result}")
+    m = result.metrics
+    recipe = _recipe_name(settings.get("l2"), settings.get("dropout"))
     return {
-        "dataset": dataset, "model": kind, "seed": seed, "epochs": epoch, "select": select,
-        "variant": variant, "best_epoch": best_epoch, "max_epochs": epochs, "patience": patience,
-        **({"recipe": recipe} if (recipe := _recipe_name(l2, dropout)) else {}),
-        "dev_accuracy": result["dev"]["accuracy"], "test_accuracy": result["test"]["accuracy"],
-        "seconds": time.perf_counter() - start,
+        "dataset": dataset, "model": kind, "seed": seed, "epochs": m["epochs"], "select": select,
+        "variant": layer_variant(kind, variant), "best_epoch": m["best_step"],
+        "max_epochs": epochs, "patience": patience, **({"recipe": recipe} if recipe else {}),
+        "dev_accuracy": m["best_dev"]["accuracy"], "test_accuracy": m["test"]["accuracy"],
+        "seconds": result.wall_s, "job": result.key,
     }  # fmt: skip
 
 
@@ -187,10 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", choices=["test", "dev"], default="test",
                    help="the accuracy the printed table averages")  # fmt: skip
     p.add_argument("--out", default="runs/graph_accuracy.jsonl")
+    p.add_argument("--runs", default=None,
+                   help="where the runs go, one directory each, RUNS/jobs/KEY (default: beside "
+                   "--out, its name with .runs for its suffix)")  # fmt: skip
     args = p.parse_args(argv)
     recipe = _recipe_name(args.l2, args.dropout)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    jobs = Path(args.runs) if args.runs else out.with_name(f"{out.stem}.runs")
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     plan = [(kind, int(n or 1)) for kind, _, n in (m.partition(":") for m in args.models)]
     seeds = {kind: range(args.first_seed, args.first_seed + n) for kind, n in plan}
@@ -213,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                 variant = layer_variant(kind, args.variant)
                 if (dataset, kind, seed, args.select, variant, recipe) in done:
                     continue
-                row = run_one(dataset, kind, seed, epochs=args.epochs, patience=args.patience,
-                              select=args.select, variant=variant, l2=args.l2,
-                              dropout=args.dropout)  # fmt: skip
+                row = run_one(dataset, kind, seed, jobs=jobs, epochs=args.epochs,
+                              patience=args.patience, select=args.select, variant=variant,
+                              l2=args.l2, dropout=args.dropout)  # fmt: skip
                 rows.append(row)
                 with out.open("a") as f:
                     f.write(json.dumps(row) + "\n")

@@ -325,30 +325,35 @@ def test_sdpa_dropout_in_blocks_is_the_materialised_computation(monkeypatch, mas
         assert torch.all(out[:, :, 7] == 0)
 
 
-def _blocks_with_reference(monkeypatch, bias: torch.Tensor, p: float = 0.3):
-    """``attention_with_dropout`` in blocks of 32 queries, and the materialised computation
-    with the same masks, for (2, 3, 40, 4) queries over 9 keys and ``bias``."""
+def _blocks_with_reference(monkeypatch, bias: torch.Tensor, p: float = 0.3, dtype=F64):
+    """``attention_with_dropout`` in blocks of 32 queries on (2, 3, 40, 4) queries of ``dtype``
+    over 9 keys with ``bias``, and the materialised computation in float64 with the same
+    masks."""
     from attnlab.backends import dropout_blocks
     from attnlab.dropout import dropout_mask
 
     monkeypatch.setattr(dropout_blocks, "BLOCK_ELEMENTS", 1)  # 32 queries a block: 2 blocks
     gen = torch.Generator().manual_seed(2)
-    q, k, v = (torch.randn(s, dtype=F64, generator=gen, requires_grad=True)
+    q, k, v = (torch.randn(s, dtype=F64, generator=gen).to(dtype).requires_grad_()
                for s in [(2, 3, 40, 4), (2, 3, 9, 4), (2, 3, 9, 5)])  # fmt: skip
     torch.manual_seed(3)
     out = dropout_blocks.attention_with_dropout(q, k, v, bias, p, 0.5)
     torch.manual_seed(3)
     keeps = [dropout_mask((6, min(s + 32, 40) - s, 9), p) for s in (0, 32)]
-    keep = torch.cat([m for m, _ in keeps], 1).view(2, 3, 40, 9)
-    weights = torch.softmax(0.5 * q @ k.transpose(-1, -2) + bias.to(F64), -1)
-    return (q, k, v), out, weights * keep * keeps[0][1] @ v
+    keep = torch.cat([m for m, _ in keeps], 1).view(2, 3, 40, 9).to(F64)
+    q64, k64, v64 = (t.to(F64) for t in (q, k, v))
+    weights = torch.softmax(0.5 * q64 @ k64.transpose(-1, -2) + bias.to(F64), -1)
+    return (q, k, v), out, weights * keep * keeps[0][1] @ v64
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 40, 9), (1, 3, 40, 9), (1, 1, 40, 9), (2, 1, 1, 9)],
-                         ids=["full", "over-batch", "over-batch-and-heads", "over-queries"])  # fmt: skip
+@pytest.mark.parametrize("shape", [(2, 3, 40, 9), (1, 3, 40, 9), (1, 1, 40, 9), (2, 1, 1, 9),
+                                   (2, 3, 40, 1)],
+                         ids=["full", "over-batch", "over-batch-and-heads", "over-queries",
+                              "over-keys"])  # fmt: skip
 def test_dropout_blocks_bias_gradient_sums_over_its_broadcast_dimensions(monkeypatch, shape):
-    """A bias broadcast along the batch, the heads or the queries gets the score gradient
-    summed along them (written once per block of queries, or added up over blocks)."""
+    """A bias broadcast along the batch, the heads, the queries or the keys gets the score
+    gradient summed along them (written once per block of queries, or added up over blocks;
+    along the keys the sum is 0: a query's constant shift leaves its softmax as it is)."""
     bias = torch.randn(shape, dtype=F64, requires_grad=True)
     (q, k, v), out, want = _blocks_with_reference(monkeypatch, bias)
     torch.testing.assert_close(out, want, atol=1e-12, rtol=0)
@@ -358,17 +363,20 @@ def test_dropout_blocks_bias_gradient_sums_over_its_broadcast_dimensions(monkeyp
         torch.testing.assert_close(a, c, atol=1e-11, rtol=0, msg=f"gradient of {name}")
 
 
-def test_dropout_blocks_bfloat16_bias_gradient_is_the_exact_one_rounded(monkeypatch):
-    """A bfloat16 bias (as autocast makes it; the blocks add it to the scores as it is): its
+@pytest.mark.parametrize("dtype", [F64, torch.float32], ids=["float64", "float32"])
+def test_dropout_blocks_bfloat16_bias_gradient_is_the_exact_one_rounded(monkeypatch, dtype):
+    """A bfloat16 bias (as autocast makes it; the blocks add it to the float32 or float64
+    scores as it is): the output is the exact one to the scores' precision, and the bias's
     gradient comes back in bfloat16, the exact gradient rounded."""
     bias = torch.randn(1, 3, 40, 9).to(torch.bfloat16).requires_grad_()
-    (q, k, v), out, want = _blocks_with_reference(monkeypatch, bias)
-    torch.testing.assert_close(out, want, atol=1e-6, rtol=0)  # float32 scores
+    (q, k, v), out, want = _blocks_with_reference(monkeypatch, bias, dtype=dtype)
+    tol = 1e-12 if dtype == F64 else 1e-5
+    torch.testing.assert_close(out.to(F64), want, atol=tol, rtol=0)
     g = torch.randn_like(want)
-    (got,) = torch.autograd.grad(out, bias, g)
+    (got,) = torch.autograd.grad(out, bias, g.to(dtype))
     (exact,) = torch.autograd.grad(want, bias, g)
     assert got.dtype == torch.bfloat16
-    torch.testing.assert_close(got.double(), exact.to(torch.bfloat16).double(), atol=1e-5,
+    torch.testing.assert_close(got.double(), exact.to(torch.bfloat16).double(), atol=1e-4,
                                rtol=0.01)  # fmt: skip
 
 

@@ -109,7 +109,7 @@ def _accumulate(dadd: Tensor, ds: Tensor, rows: slice, heads: int) -> None:
     """Write a block's score gradient ``ds`` ``(b h, c, j)`` into ``dadd``, summed over the
     dimensions ``add`` was broadcast along."""
     g = ds.view(-1, heads, *ds.shape[1:])
-    for dim in (0, 1):
+    for dim in (0, 1, 3):
         if dadd.shape[dim] == 1:
             g = g.sum(dim, keepdim=True)
     if dadd.shape[2] == 1:

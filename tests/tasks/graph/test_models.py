@@ -3,6 +3,8 @@ nodes, gradients, weights."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -64,7 +66,7 @@ def test_eval_deterministic_and_weights(kind):
     for edges, weights in out.attention:
         assert edges.shape[0] == 2 and weights.shape[0] == edges.shape[1]
         assert ((weights >= 0) & (weights <= 1 + 1e-6)).all()
-        if kind not in ("full_lappe", "full_bias"):  # along the edges, each node's sum to 1
+        if kind not in ("full_lappe", "full_edge_bias"):  # along the edges, each node's sum to 1
             sums = torch.zeros(N, weights.shape[1]).index_add_(0, edges[1], weights)
             assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
 
@@ -83,27 +85,51 @@ def test_full_lappe_ignores_edges_beyond_its_encodings():
     assert torch.equal(model(batch), model(other))
 
 
-def test_full_bias_is_full_lappe_with_the_edges_added_to_the_scores():
+def test_full_edge_bias_is_full_lappe_with_the_edges_added_to_the_scores():
     from attnlab.lab.tasks.graph.models import _adjacency, _edge_bias
 
     batch = tiny_batch()
-    lappe, biased = model_of("full_lappe").eval(), model_of("full_bias").eval()
+    lappe, biased = model_of("full_lappe").eval(), model_of("full_edge_bias").eval()
     missing, unexpected = biased.load_state_dict(lappe.state_dict(), strict=False)
     assert missing == ["edge_bias"] and unexpected == []
-    with torch.no_grad():  # zero biases (its start): the same model as full_lappe
+    fewer = {**batch, "edge_index": batch["edge_index"][:, :3]}  # same eigvecs, fewer edges
+    with torch.no_grad():
+        assert not torch.allclose(biased(batch), biased(fewer))  # from the start, it sees them
+        biased.edge_bias.fill_(-math.log(N))  # biases of log n - log n = 0: full_lappe
         torch.testing.assert_close(biased(batch), lappe(batch))
-        biased.edge_bias.copy_(torch.tensor([[[2.0, -1.0], [0.5, 0.0]], [[1.0, 1.0], [0.0, 3.0]]]))
-        fewer = {**batch, "edge_index": batch["edge_index"][:, :3]}  # same eigvecs, fewer edges
-        assert not torch.allclose(biased(batch), biased(fewer))  # it sees the edges now
-    a = _adjacency(batch["edge_index"], N, torch.float64)
+    edges = torch.cat([batch["edge_index"], torch.tensor([[3], [3]])], dim=1)  # a self loop
+    a = _adjacency(edges, N, torch.float64)
     assert a.sum() == batch["edge_index"].shape[1] and a[1, 0] == 1 and a[0, 2] == 0
+    assert a[3, 3] == 0  # the diagonal is the self bias's alone
     one_way = _adjacency(torch.tensor([[0], [1]]), N, torch.float64)  # an edge 0 -> 1
     assert one_way[1, 0] == 1 and one_way.sum() == 1  # query 1 (its destination) sees key 0
-    with pytest.raises(ValueError, match="full_bias adds the edges to the scores"):
-        GraphModelConfig(kind="full_bias", attention=AttentionConfig(kernel="performer"))
+    with pytest.raises(ValueError, match="full_edge_bias adds the edges to the scores"):
+        GraphModelConfig(kind="full_edge_bias", attention=AttentionConfig(kernel="performer"))
     b = torch.tensor([[2.0, -1.0], [0.5, 0.25]], dtype=torch.float64)  # (edge, self) x heads
-    expected = b[0].view(2, 1, 1) * a + b[1].view(2, 1, 1) * torch.eye(N, dtype=torch.float64)
-    torch.testing.assert_close(_edge_bias(a, b), expected.unsqueeze(0), rtol=0, atol=0)
+    log_n = math.log(N)
+    expected = ((b[0] + log_n).view(2, 1, 1) * a
+                + (b[1] + log_n).view(2, 1, 1) * torch.eye(N, dtype=torch.float64))  # fmt: skip
+    torch.testing.assert_close(_edge_bias(a, b, N), expected.unsqueeze(0), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["full_lappe", "full_edge_bias"])
+def test_full_edge_bias_starts_attending_mostly_along_the_edges(kind):
+    """Untrained, a node's weight on its d neighbours and itself is near what equal scores give:
+    with the edges as a bias from log n, (d + 1) n / ((d + 1) n + n - d - 1) (0.80 on the ring,
+    0.52 for an isolated node); without them, (d + 1) / n (0.25, 0.08)."""
+    torch.manual_seed(0)
+    batch = tiny_batch()
+    with torch.no_grad():
+        out = model_of(kind).eval()(batch, need_weights=True)
+    d = torch.zeros(N).index_add_(
+        0, batch["edge_index"][1], torch.ones(batch["edge_index"].shape[1])
+    )
+    near_n = (d + 1) * N  # the weight of the node and its neighbours, each n times another's
+    expected = near_n / (near_n + N - d - 1) if kind == "full_edge_bias" else (d + 1) / N
+    for edges, weights in out.attention:  # along the edges and self loops, (E + n, h)
+        near = torch.zeros(N, weights.shape[1], dtype=weights.dtype)
+        near.index_add_(0, edges[1], weights)  # per query node and head
+        torch.testing.assert_close(near.mean(1), expected, atol=0.1, rtol=0)
 
 
 def test_graph_attention_sees_only_neighbours():

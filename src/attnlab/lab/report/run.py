@@ -5,6 +5,8 @@ machine's threads divided among them (``--jobs N``: never oversubscribed; the jo
 compare speeds still run alone, with every thread, after the others), or only those of one
 shard (``--shard I/N``: any scheduler can spread a report over machines sharing ``--out``);
 ``--collect`` renders what has finished. A job's output goes to ``OUT/jobs/KEY.log``.
+``--executor ray`` places every job where the cluster has a CPU free: the speeds it records are
+what those machines and their neighbours gave.
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ def _run_local(
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                  initargs=(_threads(processes),)) as pool:  # fmt: skip
             for wave in _waves(todo):
+                bar.set_postfix_str(f"{processes} at a time")
                 futures = [pool.submit(run_one, job, out) for job in wave if job.key not in alone]
                 for future in as_completed(futures):
                     future.result()

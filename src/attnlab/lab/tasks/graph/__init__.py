@@ -1,9 +1,8 @@
 """Node classification on graphs: ``cora``, ``citeseer`` (Planetoid) and ``karate``.
 
 :mod:`.data` loads the graphs, :mod:`.models` holds the node classifiers selected by
-``--model.kind`` (``gat``, ``gatv2``, ``graph_attention``, ``full_lappe``, ``full_bias``, ``gcn``,
-``mlp``),
-:mod:`.task` the full-batch tasks, :mod:`.draw` the ``attnlab show`` picture.
+``--model.kind`` (``gat``, ``gatv2``, ``graph_attention``, ``full_lappe``, ``full_edge_bias``,
+``gcn``, ``mlp``), :mod:`.task` the full-batch tasks, :mod:`.draw` the ``attnlab show`` picture.
 """
 
 from attnlab.lab.tasks.graph.data import NodeGraph, load_graph

@@ -141,7 +141,7 @@ class NodeTask(Task, TaskCommands):
     def _batch(self, graph: NodeGraph, index: Tensor) -> dict[str, Tensor]:
         batch = {"x": graph.x, "edge_index": graph.edge_index, "index": index,
                  "labels": graph.y[index], "lengths": torch.tensor([graph.num_nodes])}  # fmt: skip
-        if self.model_cfg.kind in ("full_lappe", "full_bias"):
+        if self.model_cfg.kind in ("full_lappe", "full_edge_bias"):
             batch["eigvecs"] = graph.eigvecs(self.model_cfg.lappe_k)
         return batch
 
