@@ -87,16 +87,28 @@ def job(
     return Job(dataset, tuple(options), seed, f"{dataset} {kind} seed {seed}")
 
 
-def run_one(dataset: str, kind: str, seed: int, *, jobs: Path, **settings) -> dict:
+def run_one(
+    dataset: str,
+    kind: str,
+    seed: int,
+    *,
+    jobs: Path,
+    epochs: int,
+    patience: int,
+    select: str,
+    variant: str,
+    l2: float | None,
+    dropout: float | None,
+) -> dict:
     """Train one row's run (:func:`job`) as a report job in ``jobs/KEY`` (read back when it
     has finished there) and return the row."""
-    epochs, patience = settings["epochs"], settings["patience"]
-    select, variant = settings.get("select", "acc"), settings.get("variant", "pyg")
-    (result,) = train_jobs([job(dataset, kind, seed, **settings)], jobs)
+    run = job(dataset, kind, seed, epochs=epochs, patience=patience, select=select,
+              variant=variant, l2=l2, dropout=dropout)  # fmt: skip
+    (result,) = train_jobs([run], jobs)
     if isinstance(result, str):
         raise SystemExit(f"{dataset} {kind} seed {seed}: {result}")
     m = result.metrics
-    recipe = _recipe_name(settings.get("l2"), settings.get("dropout"))
+    recipe = _recipe_name(l2, dropout)
     return {
         "dataset": dataset, "model": kind, "seed": seed, "epochs": m["epochs"], "select": select,
         "variant": layer_variant(kind, variant), "best_epoch": m["best_step"],

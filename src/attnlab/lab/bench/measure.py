@@ -153,18 +153,23 @@ def peak_tensor_bytes(fn: Callable[[], Any]) -> tuple[int, Any]:
 
 
 def training_step_cost(
-    model: torch.nn.Module, loss: Callable[[], torch.Tensor], *, repeats: int = 3
-) -> tuple[float, int]:
+    model: torch.nn.Module,
+    loss: Callable[[], torch.Tensor],
+    *,
+    repeats: int = 3,
+    memory: bool = True,
+) -> tuple[float, int | None]:
     """``(seconds, peak bytes)`` of one training step of ``model``: its gradients cleared,
     ``loss()`` (the forward pass and the loss; set autocast inside it) and its backward, timed
-    by :func:`time_call` (``repeats`` calls) and measured by :func:`peak_tensor_bytes`."""
+    by :func:`time_call` (``repeats`` calls) and, with ``memory``, measured by
+    :func:`peak_tensor_bytes` (else None: one profiled step fewer)."""
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
         loss().backward()
 
     seconds = time_call(step, repeats=repeats)
-    return seconds, peak_tensor_bytes(step)[0]
+    return seconds, peak_tensor_bytes(step)[0] if memory else None
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ def random_step_costs(
     (a Linformer's fixed ``max_len``, learned positions' maximum): a gap, not a failed job."""  # fmt: skip
     import torch
 
-    from attnlab.lab.bench.measure import peak_tensor_bytes, time_call
+    from attnlab.lab.bench.measure import training_step_cost
     from attnlab.lab.train.precision import choose_precision
 
     bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
@@ -34,16 +34,13 @@ def random_step_costs(
         sequences = task.collate([([rng.choice(alphabet) for _ in range(n)], 0)
                                   for _ in range(batch)])  # fmt: skip
 
-        def step(sequences=sequences) -> None:
-            model.zero_grad(set_to_none=True)
+        def loss(sequences=sequences) -> torch.Tensor:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = task.loss(model, sequences)[0]
-            loss.backward()
+                return task.loss(model, sequences)[0]
 
         try:
-            cost = {"step_s": time_call(step, repeats=repeats)}
-            if memory:
-                cost["peak_mib"] = peak_tensor_bytes(step)[0] / 2**20
+            seconds, peak = training_step_cost(model, loss, repeats=repeats, memory=memory)
+            cost = {"step_s": seconds, **({} if peak is None else {"peak_mib": peak / 2**20})}
         except Exception as err:  # noqa: BLE001 - the message is the result
             cost = {"error": (str(err).splitlines() or [type(err).__name__])[0][:80]}
         measured[str(n)] = cost
