@@ -97,21 +97,23 @@ def test_char_cnn_ignores_character_padding():
     assert (out[1, 2] == 0).all()
 
 
-def test_char_cnn_convolves_a_recurring_number_of_words_with_the_same_result():
-    """The real words are padded to a multiple of ROW_MULTIPLE before the convolution (a new
-    count every batch would be a new oneDNN kernel every step); the padding rows change nothing,
-    forward or backward, against convolving every word of the batch."""
+def test_char_cnn_convolves_each_spelling_once_with_the_same_result():
+    """Each distinct spelling of the batch is convolved once, and those are padded to a multiple
+    of ROW_MULTIPLE (a new count every batch would be a new oneDNN kernel every step); sharing
+    and padding change nothing, forward or backward, against convolving every word slot."""
     torch.manual_seed(0)
     cnn = CharCNN(30, char_dim=8, channels=12, kernel=3).double()
     chars = torch.randint(1, 30, (3, 50, 6))
     chars[0, 40:] = 0  # padding positions: no characters
     chars[2, 7:] = 0
     chars[1, 3, 2:] = 0
+    chars[1, 10:20] = chars[0, 5]  # a word that recurs, across sentences and within one
+    chars[2, 0] = chars[1, 3]  # a short one
     seen = []
     cnn.conv.register_forward_hook(lambda mod, args, out: seen.append(args[0].shape[0]))
     out = cnn(chars)
-    real = int((chars != 0).any(dim=2).sum())  # 40 + 50 + 7 = 97 words
-    assert seen == [-(-real // ROW_MULTIPLE) * ROW_MULTIPLE]
+    distinct = 40 + 50 + 7 - 10 - 1  # the real words less the repeats
+    assert seen == [-(-distinct // ROW_MULTIPLE) * ROW_MULTIPLE]
     every = cnn._features(chars.reshape(-1, 6)).view(3, 50, -1)  # every slot, no selection
     torch.testing.assert_close(out, every, rtol=0, atol=1e-12)
     weights = torch.randn_like(out)
@@ -119,6 +121,26 @@ def test_char_cnn_convolves_a_recurring_number_of_words_with_the_same_result():
     ref = torch.autograd.grad((every * weights).sum(), list(cnn.parameters()))
     for g, r in zip(grads, ref, strict=True):
         torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_unique_rows_is_torch_unique_even_when_hashes_collide(monkeypatch, collide):
+    """The distinct rows, and which one each row is, exactly; with every hash equal (all rows
+    collide) the check catches it and the answer is still exact."""
+    from attnlab.lab.models import chars as module
+
+    if collide:
+        monkeypatch.setattr(
+            module, "_hash_weights", lambda width, device: torch.zeros(width, dtype=torch.long)
+        )
+    torch.manual_seed(0)
+    rows = torch.randint(0, 4, (200, 3))  # 64 possible rows: many repeats
+    rows = torch.cat([rows, torch.zeros(200, 5, dtype=torch.long)], dim=1)
+    distinct, which = module.unique_rows(rows)
+    assert torch.equal(distinct[which], rows)
+    want = torch.unique(rows, dim=0)
+    assert len(distinct) == len(want)
+    assert torch.equal(torch.unique(distinct, dim=0), want)  # the same set, each row once
 
 
 def test_char_cnn_pools_the_max_over_real_characters_as_the_formula_says():

@@ -16,13 +16,15 @@ Legend: ``b`` batch, ``n`` words, ``c`` characters per word, ``e`` char embeddin
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.lab.models.vocab import PAD_ID
 
-__all__ = ["CharCNN", "ROW_MULTIPLE"]
+__all__ = ["CharCNN", "ROW_MULTIPLE", "unique_rows"]
 
 #: the words convolved at once are padded to a multiple of this (see ``CharCNN.forward``)
 ROW_MULTIPLE = 64
@@ -63,13 +65,17 @@ class CharCNN(nn.Module):
         # of sentences (often most of its b*n slots) are all-padding words, whose features
         # are zeros anyway. The result is the same; the work is the real words'.
         words = (flat != PAD_ID).any(dim=1).nonzero().squeeze(1)  # (w,) rows with characters
-        rows = flat.index_select(0, words)  # (w, c)
-        # A count of real words that differs in every batch would be a new convolution shape in
+        # A word's features depend on its characters alone, and a batch of sentences repeats
+        # its words ("the", ",", "of": about half of a batch of Brown's tokens are repeats), so
+        # each distinct spelling is convolved once and its features are shared; the gradient of
+        # a shared row is the sum over its occurrences, as before.
+        spellings, which = unique_rows(flat.index_select(0, words))
+        # A count of spellings that differs in every batch would be a new convolution shape in
         # every step, and oneDNN compiles a kernel per shape; padded to a multiple of
         # ROW_MULTIPLE with empty words (zeros, no gradient), a few shapes recur.
-        extra = -len(words) % ROW_MULTIPLE
-        h = self._features(F.pad(rows, (0, 0, 0, extra), value=PAD_ID))[: len(words)]  # (w, f)
-        out = h.new_zeros(b * n, h.shape[1]).index_copy(0, words, h)  # (b*n, f)
+        u = len(spellings)
+        h = self._features(F.pad(spellings, (0, 0, 0, -u % ROW_MULTIPLE), value=PAD_ID))[:u]
+        out = h.new_zeros(b * n, h.shape[1]).index_copy(0, words, h.index_select(0, which))
         return out.view(b, n, -1)  # (b, n, f)
 
     def _features(self, words: Tensor) -> Tensor:
@@ -84,3 +90,31 @@ class CharCNN(nn.Module):
         # comparing every slot with the max (4-5% of pos's training step).
         valid = (words != PAD_ID).unsqueeze(1)  # (w, 1, c)
         return F.max_pool1d(h.masked_fill(~valid, 0.0), h.shape[2]).squeeze(2)  # (w, f)
+
+
+def unique_rows(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct rows of a ``(w, c)`` integer tensor and, for each row, the index of its
+    distinct row: ``distinct[which] == rows``, as ``torch.unique(rows, dim=0,
+    return_inverse=True)`` (in another order) at a fraction of its cost on CPU, where it
+    compares rows pair by pair, a tensor operation each (1.6 ms for a batch of 1,400 words;
+    this: 0.2 ms).
+
+    Each row is hashed to one integer, the hashes are made unique, and every row is checked
+    against its group's representative; a collision (two spellings, one hash) fails the check
+    and falls back to ``torch.unique``, so the answer is exact either way.
+    """
+    keys = (rows * _hash_weights(rows.shape[1], rows.device)).sum(dim=1)  # (w,), wraps mod 2^64
+    hashes, which = torch.unique(keys, return_inverse=True)
+    index = torch.arange(len(rows), device=rows.device)
+    first = index.new_empty(len(hashes)).scatter_(0, which, index)  # a row of each hash
+    distinct = rows.index_select(0, first)
+    if not torch.equal(distinct.index_select(0, which), rows):  # a collision
+        return torch.unique(rows, dim=0, return_inverse=True)
+    return distinct, which
+
+
+@functools.cache
+def _hash_weights(width: int, device: torch.device) -> Tensor:
+    """``width`` fixed odd 63-bit multipliers, one per character slot."""
+    gen = torch.Generator().manual_seed(width)
+    return (torch.randint(1, 2**62, (width,), generator=gen) * 2 + 1).to(device)
