@@ -330,6 +330,19 @@ def test_under_jobs_n_a_timed_claims_jobs_run_alone_with_every_thread(tmp_path):
     assert threads == {"pos": {cores // 2}, "recall": {cores}}
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="--jobs 2 needs two cores")
+def test_under_jobs_n_a_failed_job_stops_the_report_before_another_starts(tmp_path):
+    """No job waits in the pool's queue: once a job has failed, the one beside it is asked to
+    stop and none of the others starts (before, the pool ran every job it had been given)."""
+    window = CLAIMS["a window gives context"]
+    good = [j for runs in window.jobs(BUDGETS["smoke"]).values() for j in runs][:3]
+    bad = Job("pos", ("--model.init=/nonexistent/run",), 0, label="a broken job")
+    with pytest.raises(RunError, match="a broken job"):
+        report_run._run_local([bad, *good], tmp_path, 2)
+    started = [j for j in good if (tmp_path / "jobs" / f"{j.key}.log").exists()]
+    assert started in ([], good[:1])  # at most the one submitted beside it
+
+
 def test_a_report_with_nothing_finished_renders_as_pending(tmp_path, capsys):
     # as after `attnlab report --budget smoke --claims scores` interrupted in its first job
     (tmp_path / "report.json").write_text(json.dumps({"budget": "smoke", "claims": ["4"]}))

@@ -15,9 +15,10 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -186,16 +187,42 @@ def _run_local(
                                  initargs=(_threads(processes),)) as pool:  # fmt: skip
             for wave in _waves(todo):
                 bar.set_postfix_str(f"{processes} at a time")
-                futures = [pool.submit(run_one, job, out) for job in wave if job.key not in alone]
-                for future in as_completed(futures):
-                    future.result()
-                    bar.update()
+                _in_workers(pool, [job for job in wave if job.key not in alone], out, processes,
+                            bar)  # fmt: skip
                 here([job for job in wave if job.key in alone])
+
+
+def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, processes: int,
+                bar) -> None:  # fmt: skip
+    """Run ``jobs`` in ``pool``, ``processes`` at a time, none queued ahead in the pool (where
+    it would start even after an error). If a job fails or this process is interrupted (Ctrl-C,
+    or a SIGINT or SIGTERM sent to it alone), no other job starts: every worker gets a SIGINT,
+    which a training run takes as a request to save ``last.pt`` and stop (a repeat within a
+    second, as when Ctrl-C has reached it too, is the same request) and an idle worker
+    ignores; the error is raised once the running jobs have stopped."""
+    queue, running = list(jobs)[::-1], set()
+    try:
+        while queue or running:
+            while queue and len(running) < processes:
+                running.add(pool.submit(run_one, queue.pop(), out))
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                future.result()
+                bar.update()
+    except BaseException:
+        for worker in list(getattr(pool, "_processes", None) or {}):  # pids (a private dict)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGINT)
+        wait(running)  # their errors (the stopped runs) are not the one to report
+        raise
 
 
 def _init_worker(threads: int) -> None:
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
+    # A worker between jobs ignores SIGINT (it would die, and break the pool); a training run
+    # catches it while it runs (attnlab.lab.train.interrupt).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_ray(todo: Sequence[Job], out: Path) -> None:
