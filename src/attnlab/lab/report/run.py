@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -183,7 +184,7 @@ def _run_local(
         if processes == 1:
             return here(todo)
         context = get_context("spawn")
-        with ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
+        with _sigterm_as_ctrl_c(), ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                  initargs=(_threads(processes),)) as pool:  # fmt: skip
             for wave in _waves(todo):
                 bar.set_postfix_str(f"{processes} at a time")
@@ -196,7 +197,7 @@ def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, proce
                 bar) -> None:  # fmt: skip
     """Run ``jobs`` in ``pool``, ``processes`` at a time, none queued ahead in the pool (where
     it would start even after an error). If a job fails or this process is interrupted (Ctrl-C,
-    or a SIGINT or SIGTERM sent to it alone), no other job starts: every worker gets a SIGINT,
+    a SIGINT sent to it alone, or a SIGTERM), no other job starts: every worker gets a SIGINT,
     which a training run takes as a request to save ``last.pt`` and stop (a repeat within a
     second, as when Ctrl-C has reached it too, is the same request) and an idle worker
     ignores; the error is raised once the running jobs have stopped."""
@@ -215,6 +216,25 @@ def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, proce
                 os.kill(worker, signal.SIGINT)
         wait(running)  # their errors (the stopped runs) are not the one to report
         raise
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """While the workers run, a SIGTERM (what a scheduler or ``kill`` sends) stops the report
+    as Ctrl-C does (:func:`_in_workers`), instead of ending this process and leaving its
+    workers training."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach that one
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _init_worker(threads: int) -> None:
