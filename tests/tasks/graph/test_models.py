@@ -86,8 +86,6 @@ def test_full_lappe_ignores_edges_beyond_its_encodings():
 
 
 def test_full_edge_bias_is_full_lappe_with_the_edges_added_to_the_scores():
-    from attnlab.lab.tasks.graph.models import _adjacency, _edge_bias
-
     batch = tiny_batch()
     lappe, biased = model_of("full_lappe").eval(), model_of("full_edge_bias").eval()
     missing, unexpected = biased.load_state_dict(lappe.state_dict(), strict=False)
@@ -97,19 +95,39 @@ def test_full_edge_bias_is_full_lappe_with_the_edges_added_to_the_scores():
         assert not torch.allclose(biased(batch), biased(fewer))  # from the start, it sees them
         biased.edge_bias.fill_(-math.log(N))  # biases of log n - log n = 0: full_lappe
         torch.testing.assert_close(biased(batch), lappe(batch))
-    edges = torch.cat([batch["edge_index"], torch.tensor([[3], [3]])], dim=1)  # a self loop
-    a = _adjacency(edges, N, torch.float64)
-    assert a.sum() == batch["edge_index"].shape[1] and a[1, 0] == 1 and a[0, 2] == 0
-    assert a[3, 3] == 0  # the diagonal is the self bias's alone
-    one_way = _adjacency(torch.tensor([[0], [1]]), N, torch.float64)  # an edge 0 -> 1
-    assert one_way[1, 0] == 1 and one_way.sum() == 1  # query 1 (its destination) sees key 0
     with pytest.raises(ValueError, match="full_edge_bias adds the edges to the scores"):
         GraphModelConfig(kind="full_edge_bias", attention=AttentionConfig(kernel="performer"))
-    b = torch.tensor([[2.0, -1.0], [0.5, 0.25]], dtype=torch.float64)  # (edge, self) x heads
+
+
+def test_the_edge_bias_and_its_gradient_equal_the_dense_formula():
+    """The bias is log n + b_edge at each pair joined by an edge (query = its destination),
+    log n + b_self on the diagonal, 0 elsewhere, exactly in float64, and its gradient is the
+    dense formula's, with a self loop, a repeated edge and a one-way edge in the list."""
+    from attnlab.lab.tasks.graph.models import _edge_bias, _edge_pairs
+
+    ring = tiny_batch()["edge_index"]
+    extra = torch.tensor([[3, 0, 0], [3, 1, 1]])  # a self loop at 3; 0 -> 1 twice (one-way)
+    edges = torch.cat([ring, extra], dim=1)
+    a = torch.zeros(N, N, dtype=torch.float64)  # the reference: dense adjacency, no diagonal
+    a[edges[1], edges[0]] = 1.0
+    a.fill_diagonal_(0.0)
+    assert a.sum() == ring.shape[1] and a[1, 0] == 1 and a[0, 2] == 0
+    b = torch.tensor([[2.0, -1.0], [0.5, 0.25]], dtype=torch.float64, requires_grad=True)
     log_n = math.log(N)
-    expected = ((b[0] + log_n).view(2, 1, 1) * a
-                + (b[1] + log_n).view(2, 1, 1) * torch.eye(N, dtype=torch.float64))  # fmt: skip
-    torch.testing.assert_close(_edge_bias(a, b, N), expected.unsqueeze(0), rtol=0, atol=0)
+    eye = torch.eye(N, dtype=torch.float64)
+    want = (b[0] + log_n).view(2, 1, 1) * a + (b[1] + log_n).view(2, 1, 1) * eye
+    got = _edge_bias(_edge_pairs(edges, N), b, N, torch.float64)
+    torch.testing.assert_close(got, want.unsqueeze(0), rtol=0, atol=0)
+    upstream = torch.randn(got.shape, dtype=torch.float64)
+    (ref,) = torch.autograd.grad((want.unsqueeze(0) * upstream).sum(), b)
+    (mine,) = torch.autograd.grad((got * upstream).sum(), b)
+    torch.testing.assert_close(mine, ref, rtol=1e-12, atol=1e-12)
+    one_way = _edge_pairs(torch.tensor([[0], [1]]), N)  # an edge 0 -> 1
+    assert one_way.tolist() == [1 * N + 0]  # query 1 (its destination) sees key 0
+    low = _edge_bias(_edge_pairs(edges, N), b.float(), N, torch.bfloat16)  # as under autocast
+    assert low.dtype == torch.bfloat16
+    (g,) = torch.autograd.grad((low * upstream.to(torch.bfloat16)).sum(), b)  # float64 again
+    torch.testing.assert_close(g, ref, rtol=0.02, atol=0.05)
 
 
 @pytest.mark.parametrize("kind", ["full_lappe", "full_edge_bias"])
@@ -215,3 +233,31 @@ def test_auto_variant_is_gats_own_layer_for_gat_only(kind):
     assert (OriginalGATConv in layers) == (kind == "gat")
     assert GATConv not in layers
     assert GraphModelConfig(kind="gat", variant="pyg").gat_variant == "pyg"
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_sparse_aware_linear_is_the_dense_product_with_its_gradients(bias):
+    """Sparse COO features go through a CSR product: the dense ``nn.Linear``'s output and
+    gradients (float64), and float32 under bf16 autocast, where ``nn.Linear`` would round to
+    bf16."""
+    from attnlab.lab.tasks.graph.layers import sparse_aware_linear
+
+    gen = torch.Generator().manual_seed(0)
+    dense = torch.rand(N, 40, generator=gen, dtype=torch.float64)
+    dense[dense < 0.9] = 0.0  # ~10% non-zero, a whole row empty
+    dense[4] = 0.0
+    layer = torch.nn.Linear(40, 6, bias=bias).double()
+    upstream = torch.randn(N, 6, generator=gen, dtype=torch.float64)
+    want = layer(dense)
+    ref = torch.autograd.grad((want * upstream).sum(), list(layer.parameters()))
+    got = sparse_aware_linear(dense.to_sparse(), layer)
+    grads = torch.autograd.grad((got * upstream).sum(), list(layer.parameters()))
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for g, r in zip(grads, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-12, atol=1e-12)
+    assert torch.equal(sparse_aware_linear(dense, layer), want)  # dense: the layer itself
+    layer = layer.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = sparse_aware_linear(dense.float().to_sparse(), layer)
+    assert low.dtype == torch.float32
+    torch.testing.assert_close(low, layer(dense.float()), rtol=1e-6, atol=1e-6)

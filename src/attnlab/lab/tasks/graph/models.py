@@ -38,10 +38,11 @@ from typing import Any, Literal, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from attnlab.attention_config import AttentionConfig
 from attnlab.dropout import dropout
-from attnlab.lab.tasks.graph.layers import OriginalGATConv, feature_dropout
+from attnlab.lab.tasks.graph.layers import OriginalGATConv, feature_dropout, sparse_aware_linear
 
 __all__ = ["GraphModelConfig", "NodeOutput", "build_node_model", "MODEL_KINDS"]
 
@@ -256,14 +257,14 @@ class AttentionNet(NodeModel):
         x, edges = batch["x"], batch["edge_index"]
         n = x.shape[0]
         mask = None if self.full else masks.graph(edges, n)
-        h = self.inp(feature_dropout(x, self.p, self.training))  # (n, width)
+        h = sparse_aware_linear(feature_dropout(x, self.p, self.training), self.inp)  # (n, w)
         if self.pe is not None:
             h = self.pe(h, batch["eigvecs"])
         h = h.unsqueeze(0)  # (1, n, width): the graph is one sequence
-        adjacency = None if self.edge_bias is None else _adjacency(edges, n, h.dtype)
+        pairs = None if self.edge_bias is None else _edge_pairs(edges, n)
         attention = []
         for i, attn in enumerate((self.attn1, self.attn2)):
-            bias = None if adjacency is None else _edge_bias(adjacency, self.edge_bias[i], n)
+            bias = None if pairs is None else _edge_bias(pairs, self.edge_bias[i], n, h.dtype)
             res = attn(dropout(h, self.p, self.training), mask=mask, bias=bias,
                        need_weights=need_weights)  # fmt: skip
             # Without edges, attention averages over all nodes: a node's own features reach
@@ -275,23 +276,52 @@ class AttentionNet(NodeModel):
         return self.out(dropout(h[0], self.p, self.training)), attention
 
 
-def _adjacency(edges: Tensor, n: int, dtype: torch.dtype) -> Tensor:
-    """``(n, n)``: 1 where node ``i`` (a query) has an edge from another node ``j`` (a key),
-    else 0 (a self loop is the diagonal's: :func:`_edge_bias`)."""
-    a = torch.zeros(n, n, dtype=dtype, device=edges.device)
-    a[edges[1], edges[0]] = 1.0  # query = destination, key = source
-    return a.fill_diagonal_(0.0)
+def _edge_pairs(edges: Tensor, n: int) -> Tensor:
+    """``(P,)`` the flat places ``i * n + j`` in an ``(n, n)`` score matrix of the distinct
+    pairs where query ``i`` has an edge from key ``j != i`` (a self loop is the diagonal's:
+    :class:`_EdgeBias`), sorted."""
+    src, dst = edges[0].long(), edges[1].long()  # query = destination, key = source
+    other = src != dst
+    return torch.unique(dst[other] * n + src[other])
 
 
-def _edge_bias(adjacency: Tensor, bias: Tensor, n: int) -> Tensor:
-    """``(1, h, n, n)`` score bias: ``log n + bias[0, h]`` along the edges, ``log n +
-    bias[1, h]`` on the diagonal (a node and itself)."""
-    # bf16 under autocast: half the memory, and log n + b in steps of 1/32 at Cora's log n
-    # (7.9); the gradient reaches b unrounded, so small updates add up until they show.
-    bias = (bias + math.log(n)).to(adjacency.dtype)
-    out = bias[0].view(-1, 1, 1) * adjacency  # (h, n, n)
-    out.diagonal(dim1=-2, dim2=-1).add_(bias[1].view(-1, 1))
-    return out.unsqueeze(0)
+class _EdgeBias(torch.autograd.Function):
+    """``(1, h, n, n)`` score bias: ``log n + bias[0, h]`` at the edges' ``pairs``
+    (:func:`_edge_pairs`), ``log n + bias[1, h]`` on the diagonal (a node and itself), 0
+    elsewhere, in ``dtype``.
+
+    Its gradient is read at those places only, O(E h): as ``bias[:, h] * adjacency``, autograd
+    multiplied the whole ``(h, n, n)`` gradient by a dense adjacency and summed it (an eighth
+    of a Cora training step) besides building that adjacency in every forward."""
+
+    @staticmethod
+    def forward(ctx, bias: Tensor, pairs: Tensor, n: int, dtype: torch.dtype) -> Tensor:
+        # bf16 under autocast: half the memory, and log n + b in steps of 1/32 at Cora's log n
+        # (7.9); the gradient reaches b unrounded, so small updates add up until they show.
+        values = (bias.detach() + math.log(n)).to(dtype)  # (2, h)
+        h = values.shape[1]
+        out = values.new_zeros(h, n * n)
+        out[:, pairs] = values[0].unsqueeze(1).expand(h, len(pairs))
+        out[:, :: n + 1] = values[1].unsqueeze(1)  # the diagonal
+        ctx.save_for_backward(pairs)
+        ctx.n, ctx.bias_dtype = n, bias.dtype
+        return out.view(1, h, n, n)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        (pairs,) = ctx.saved_tensors
+        n = ctx.n
+        g = grad.reshape(-1, n * n)  # (h, n * n)
+        acc = torch.promote_types(g.dtype, torch.float32)
+        edge = g[:, pairs].sum(1, dtype=acc)
+        own = g[:, :: n + 1].sum(1, dtype=acc)
+        return torch.stack([edge, own]).to(ctx.bias_dtype), None, None, None
+
+
+def _edge_bias(pairs: Tensor, bias: Tensor, n: int, dtype: torch.dtype) -> Tensor:
+    """:class:`_EdgeBias`: ``bias`` ``(2, h)`` (edge, self) -> the ``(1, h, n, n)`` bias."""
+    return _EdgeBias.apply(bias, pairs, n, dtype)
 
 
 def _edge_weights(weights: Tensor, edges: Tensor, n: int) -> tuple[Tensor, Tensor]:
