@@ -110,7 +110,7 @@ def _accumulate(dadd: Tensor, ds: Tensor, rows: slice, heads: int) -> None:
     dimensions ``add`` was broadcast along."""
     g = ds.view(-1, heads, *ds.shape[1:])
     for dim in (0, 1, 3):
-        if dadd.shape[dim] == 1:
+        if dadd.shape[dim] == 1 and g.shape[dim] != 1:  # (a sum over one is a copy)
             g = g.sum(dim, keepdim=True)
     if dadd.shape[2] == 1:
         dadd += g.sum(2, keepdim=True)
