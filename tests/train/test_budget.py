@@ -36,10 +36,11 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize("name", ["max_time", "checkpoint_interval"])
 @pytest.mark.parametrize("bad", ["abc", "30x", "m", "", "-5", "5 minutes"])
-def test_a_bad_duration_names_the_option_and_the_forms(bad):
-    with pytest.raises(ValueError, match=r"train\.max_time: expected a duration \(90s, 30m, 2h"):
-        toy_config("unused", f"--train.max_time={bad}")
+def test_a_bad_duration_names_the_option_and_the_forms(bad, name):
+    with pytest.raises(ValueError, match=rf"train\.{name}: expected a duration \(90s, 30m, 2h"):
+        toy_config("unused", f"--train.{name}={bad}")
 
 
 def test_format_duration():

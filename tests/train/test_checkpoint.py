@@ -47,7 +47,8 @@ def test_checkpoint_round_trip_and_version(tmp_path):
 
 # Toy run: 96 examples, batch 16 -> 6 steps per epoch, 3 epochs = 18 steps. ``last.pt`` is
 # written every 4 steps and at epoch ends (6, 12, 18); with evaluations every 5 steps also at
-# 5, 10, 15. The crash discards the step it happens in and everything after the last save.
+# 5, 10, 15 (``checkpoint_interval=0``: at each, however recent the last one). The crash
+# discards the step it happens in and everything after the last save.
 RESUME_CASES = {
     # crash in step 7 -> resume from the epoch-end checkpoint of step 6
     "epoch_boundary": (["--train.checkpoint_every=4"], 7, (6, 1, 0)),
@@ -62,12 +63,18 @@ RESUME_CASES = {
         2 * 13,  # 2 loss calls per step: crash in step 13 -> resume from step 10
         (10, None, None),
     ),
+    # the default interval between evaluation / epoch-end checkpoints, here an hour: written
+    # at the first epoch end (step 6), not at the second (12) -> a crash in step 13 resumes
+    # from step 6
+    "interval": (["--train.checkpoint_interval=1h"], 13, (6, 1, 0)),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(RESUME_CASES))
 def test_resume_equals_uninterrupted_bitwise(tmp_path, case):
     overrides, crash_at, (resume_step, resume_epoch, resume_batch) = RESUME_CASES[case]
+    if not any(o.startswith("--train.checkpoint_interval") for o in overrides):
+        overrides = [*overrides, "--train.checkpoint_interval=0"]
     overrides = [*overrides, "--model.encoder.dropout=0.3"]  # dropout: RNG must be restored
 
     full = run(tmp_path / "full", *overrides)

@@ -294,7 +294,8 @@ def _readable_sibling(path: Path) -> str:
 #: settings that do not change the trained weights: where the run lives, how often it logs and
 #: saves, how many epoch snapshots it keeps
 BOOKKEEPING = frozenset({"out_dir", "train.resume", "train.overwrite", "train.log_every",
-                         "train.checkpoint_every", "train.keep_epochs"})  # fmt: skip
+                         "train.checkpoint_every", "train.checkpoint_interval",
+                         "train.keep_epochs"})  # fmt: skip
 
 
 def config_changes(

@@ -96,6 +96,11 @@ class TrainConfig:
         eval_every: evaluate on dev every this many steps (0: at the end of each epoch).
         checkpoint_every: also write ``last.pt`` every this many steps (0: only at evaluations
             and epoch ends).
+        checkpoint_interval: at evaluations and epoch ends, write ``last.pt`` only once this
+            long (a duration: 30s, 5m; 0: every time) has passed since the last one. Where an
+            epoch takes milliseconds (a graph is one step), writing it at each was an eighth
+            of the run. A run stopped by a signal, by ``max_time`` or at its end always writes
+            it; one killed outright loses at most this much (and the epoch it was in).
         keep_epochs: also keep the weights of each of the last this many epoch ends as
             ``epoch-EEE.pt`` (no optimizer state), to average with ``attnlab average``
             (0: none).
@@ -138,6 +143,7 @@ class TrainConfig:
     patience: int = 0
     eval_every: int = 0
     checkpoint_every: int = 0
+    checkpoint_interval: float | str = "30s"
     keep_epochs: int = 0
     seed: int = 0
     num_workers: int = 0
@@ -149,7 +155,8 @@ class TrainConfig:
     max_bad_steps: int = 0
 
     def __post_init__(self) -> None:
-        parse_duration(self.max_time)  # a bad value fails here, naming the accepted forms
+        for name in ("max_time", "checkpoint_interval"):  # a bad value fails here, naming
+            parse_duration(getattr(self, name), f"train.{name}")  # the accepted forms
         nonneg = ("max_steps", "batch_tokens", "bucket", "warmup_steps", "patience", "eval_every",
                   "checkpoint_every", "keep_epochs", "num_workers", "log_every", "max_bad_steps")  # fmt: skip
         for name in nonneg:
@@ -190,6 +197,12 @@ class TrainConfig:
     def max_time_s(self) -> float:
         """``max_time`` in seconds (0: no limit)."""
         return parse_duration(self.max_time)
+
+    @property
+    def checkpoint_interval_s(self) -> float:
+        """``checkpoint_interval`` in seconds (0: ``last.pt`` at every evaluation and epoch
+        end)."""
+        return parse_duration(self.checkpoint_interval, "train.checkpoint_interval")
 
 
 @dataclass

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -73,7 +74,7 @@ from attnlab.lab.train.evaluation import (
 from attnlab.lab.train.feed import Feed, Micro
 from attnlab.lab.train.init import init_from_checkpoint
 from attnlab.lab.train.interrupt import StopOnSignal
-from attnlab.lab.train.metrics_log import write_metrics_csv, write_metrics_json
+from attnlab.lab.train.metrics_log import MetricsCsv, write_metrics_json
 from attnlab.lab.train.optim import build_optimizer
 from attnlab.lab.train.precision import choose_precision
 from attnlab.lab.train.result import TrainResult
@@ -150,6 +151,8 @@ class Trainer:
         self.device = self.env.device
         self._stop = StopOnSignal()
         self._last_saved = -1  # step of the latest last.pt
+        self._last_saved_at = -math.inf  # and when it was written (time.perf_counter())
+        self._metrics_csv = MetricsCsv(self.out_dir / "metrics.csv")
         self.run_dir = RunDirectory(self.out_dir)  # nothing held yet
         self.tensorboard = TensorBoardLog(self.out_dir, enabled=False)
         if tc.tensorboard:
@@ -278,7 +281,7 @@ class Trainer:
         if self.env.is_main:
             save_config(self.cfg, self.out_dir)
             if s.history:  # resumed: rows after the checkpoint (if any) are dropped
-                write_metrics_csv(self.out_dir / "metrics.csv", s.history)
+                self._metrics_csv.write(s.history)
             logger.info(
                 "training %s: %d parameters, %d steps (%d per epoch), world size %d, device %s, "
                 "%s (%s)", self.task.name, self.num_parameters, self.total_steps,
@@ -302,7 +305,7 @@ class Trainer:
                     if evaluated:
                         self._evaluate_and_track()
                     if (tc.checkpoint_every and s.step % tc.checkpoint_every == 0) or (
-                        evaluated and not tc.checkpoint_every
+                        evaluated and not tc.checkpoint_every and self._checkpoint_due()
                     ):
                         self._save(LAST)
                     if self._stopping:
@@ -314,7 +317,8 @@ class Trainer:
                     s.batch_in_epoch = 0
                     if not tc.eval_every:
                         self._evaluate_and_track()
-                    self._save(LAST)
+                    if self._checkpoint_due():
+                        self._save(LAST)
                     if tc.keep_epochs and self.env.is_main:
                         save_epoch_snapshot(self.out_dir, model=self.model, state=s, cfg=self.cfg,
                                             task=self.task, keep=tc.keep_epochs)  # fmt: skip
@@ -331,6 +335,13 @@ class Trainer:
             self._interrupt()
         test = self._test_best()
         return self._result(test)
+
+    def _checkpoint_due(self) -> bool:
+        """Whether an evaluation or an epoch end writes ``last.pt``: once
+        ``train.checkpoint_interval`` has passed since the last one (rank 0's clock: the
+        write is collective)."""
+        due = time.perf_counter() - self._last_saved_at >= self.cfg.train.checkpoint_interval_s
+        return broadcast_object(due, self.env) if self.env.world_size > 1 else due
 
     def _stop_requested(self) -> bool:
         """Whether a signal asked any rank to stop (collective under DDP)."""
@@ -442,7 +453,7 @@ class Trainer:
         s.record_evaluation(row, metrics, score, improved=improved, progress=progress,
                             patience=tc.patience)  # fmt: skip
         if self.env.is_main:
-            write_metrics_csv(self.out_dir / "metrics.csv", s.history)
+            self._metrics_csv.write(s.history)
             self.tensorboard.scalars(s.step, {"train_loss": row["train_loss"], **metrics}, "dev/")
             log_evaluation(self.task, s, row, metrics, improved=improved, patience=tc.patience,
                            every=self._eval_log_every)  # fmt: skip
@@ -477,7 +488,7 @@ class Trainer:
         """Write ``out_dir/name`` (collective: every rank contributes its RNG state)."""
         self.state.elapsed_s = self._elapsed()
         if name == LAST:
-            self._last_saved = self.state.step
+            self._last_saved, self._last_saved_at = self.state.step, time.perf_counter()
         save_training_checkpoint(
             self.out_dir / name, model=self.model, optimizer=self.optimizer,
             scheduler=self.scheduler, state=self.state, cfg=self.cfg, task=self.task, env=self.env,
