@@ -97,10 +97,14 @@ def test_char_cnn_ignores_character_padding():
     assert (out[1, 2] == 0).all()
 
 
-def test_char_cnn_convolves_each_spelling_once_with_the_same_result():
+@pytest.mark.parametrize("multiple", [ROW_MULTIPLE, 1])
+def test_char_cnn_convolves_each_spelling_once_with_the_same_result(monkeypatch, multiple):
     """Each distinct spelling of the batch is convolved once, and those are padded to a multiple
     of ROW_MULTIPLE (a new count every batch would be a new oneDNN kernel every step); sharing
     and padding change nothing, forward or backward, against convolving every word slot."""
+    from attnlab.lab.models import chars as module
+
+    monkeypatch.setattr(module, "ROW_MULTIPLE", multiple)  # 1: the count itself, unpadded
     torch.manual_seed(0)
     cnn = CharCNN(30, char_dim=8, channels=12, kernel=3).double()
     chars = torch.randint(1, 30, (3, 50, 6))
@@ -113,7 +117,7 @@ def test_char_cnn_convolves_each_spelling_once_with_the_same_result():
     cnn.conv.register_forward_hook(lambda mod, args, out: seen.append(args[0].shape[0]))
     out = cnn(chars)
     distinct = 40 + 50 + 7 - 10 - 1  # the real words less the repeats
-    assert seen == [-(-distinct // ROW_MULTIPLE) * ROW_MULTIPLE]
+    assert seen == [-(-distinct // multiple) * multiple]
     every = cnn._features(chars.reshape(-1, 6)).view(3, 50, -1)  # every slot, no selection
     torch.testing.assert_close(out, every, rtol=0, atol=1e-12)
     weights = torch.randn_like(out)

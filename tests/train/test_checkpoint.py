@@ -63,10 +63,12 @@ RESUME_CASES = {
         2 * 13,  # 2 loss calls per step: crash in step 13 -> resume from step 10
         (10, None, None),
     ),
-    # the default interval between evaluation / epoch-end checkpoints, here an hour: written
-    # at the first epoch end (step 6), not at the second (12) -> a crash in step 13 resumes
-    # from step 6
-    "interval": (["--train.checkpoint_interval=1h"], 13, (6, 1, 0)),
+    # an interval between evaluation / epoch-end checkpoints, here an hour: written at the
+    # first epoch end (step 6), and at the second (12) only if its evaluation found a new best
+    # (best.pt is never ahead of last.pt). With lr 0 it does not -> a crash in step 13 resumes
+    # from step 6; trained, it does -> from step 12
+    "interval": (["--train.checkpoint_interval=1h", "--train.lr=0"], 13, (6, 1, 0)),
+    "interval_new_best": (["--train.checkpoint_interval=1h"], 13, (12, 2, 0)),
 }  # fmt: skip
 
 

@@ -90,3 +90,28 @@ def test_resume_command():
     assert resume_command(["train", "pos", "--resume"], world_size=2) == (
         "torchrun --standalone --nproc_per_node=2 -m attnlab train pos --resume"
     )
+
+
+def test_a_signal_between_runs_is_kept_for_the_next_run():
+    """In a report's worker a SIGINT that arrives while no run is training (it sets up, or
+    none has started) neither kills the process nor is lost: the next ``StopOnSignal`` takes
+    it as its request, once."""
+    from attnlab.lab.train.interrupt import (
+        StopOnSignal,
+        catch_signals_between_runs,
+        pending_signal,
+    )
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        catch_signals_between_runs()
+        assert pending_signal() is None
+        os.kill(os.getpid(), signal.SIGINT)  # handled (the main thread) before kill returns
+        assert pending_signal() == "SIGINT"
+        with StopOnSignal() as stop:
+            assert stop.requested and stop.signal_name == "SIGINT"
+        assert pending_signal() is None
+        with StopOnSignal() as stop:
+            assert not stop.requested  # taken up once
+    finally:
+        signal.signal(signal.SIGINT, before)

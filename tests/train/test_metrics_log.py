@@ -28,3 +28,18 @@ def test_appended_rows_equal_the_whole_file_through_new_columns_and_a_resume(tmp
     assert log.path.read_text() == _whole(tmp_path, history[:3])
     resumed.write([*history[:3], rows[3]])
     assert log.path.read_text() == _whole(tmp_path, history[:4])
+
+
+def test_a_row_cut_short_by_a_crash_is_left_out_when_read(tmp_path):
+    from attnlab.lab.train.metrics_log import read_metrics_csv
+
+    log = MetricsCsv(tmp_path / "metrics.csv")
+    rows = [{"step": 1, "dev_accuracy": 0.5}, {"step": 2, "dev_accuracy": 0.75}]
+    log.write(rows[:1])
+    log.write(rows)
+    whole = log.path.read_text()
+    log.path.write_text(whole[:-4])  # the append stopped inside its last number
+    assert read_metrics_csv(log.path) == [{"step": 1.0, "dev_accuracy": 0.5}]
+    log.path.write_text(whole)
+    assert read_metrics_csv(log.path) == [{"step": 1.0, "dev_accuracy": 0.5},
+                                          {"step": 2.0, "dev_accuracy": 0.75}]  # fmt: skip

@@ -18,11 +18,12 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -32,6 +33,9 @@ from .budgets import BUDGETS
 from .claim import Claim, claims_plan, timed_keys
 from .claims import select
 from .jobs import Job, JobResult, job_dir, read_result, shard, with_inits, write_result
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["report_command", "run_jobs", "run_one"]
 
@@ -184,8 +188,9 @@ def _run_local(
         if processes == 1:
             return here(todo)
         context = get_context("spawn")
-        with _sigterm_as_ctrl_c(), ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
-                                 initargs=(_threads(processes),)) as pool:  # fmt: skip
+        pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
+                                   initargs=(_threads(processes),))  # fmt: skip
+        with _sigterm_as_ctrl_c(), pool:
             for wave in _waves(todo):
                 bar.set_postfix_str(f"{processes} at a time")
                 _in_workers(pool, [job for job in wave if job.key not in alone], out, processes,
@@ -194,18 +199,20 @@ def _run_local(
 
 
 def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, processes: int,
-                bar) -> None:  # fmt: skip
+                bar: tqdm) -> None:  # fmt: skip
     """Run ``jobs`` in ``pool``, ``processes`` at a time, none queued ahead in the pool (where
     it would start even after an error). If a job fails or this process is interrupted (Ctrl-C,
     a SIGINT sent to it alone, or a SIGTERM), no other job starts: every worker gets a SIGINT,
-    which a training run takes as a request to save ``last.pt`` and stop (a repeat within a
-    second, as when Ctrl-C has reached it too, is the same request) and an idle worker
-    ignores; the error is raised once the running jobs have stopped."""
-    queue, running = list(jobs)[::-1], set()
+    which its training run takes as a request to save ``last.pt`` and stop (a repeat within a
+    second, as when Ctrl-C has reached it too, is the same request; one that arrives while the
+    run sets up is kept for it, and a job not yet begun does not begin: :func:`_in_worker`);
+    the error is raised once the running jobs have stopped."""
+    queue: list[Job] = list(jobs)[::-1]
+    running: set[Future] = set()
     try:
         while queue or running:
             while queue and len(running) < processes:
-                running.add(pool.submit(run_one, queue.pop(), out))
+                running.add(pool.submit(_in_worker, queue.pop(), out))
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 future.result()
@@ -219,12 +226,12 @@ def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, proce
 
 
 @contextlib.contextmanager
-def _sigterm_as_ctrl_c():
+def _sigterm_as_ctrl_c() -> Iterator[None]:
     """While the workers run, a SIGTERM (what a scheduler or ``kill`` sends) stops the report
     as Ctrl-C does (:func:`_in_workers`), instead of ending this process and leaving its
     workers training."""
 
-    def interrupt(signum, frame):
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     if threading.current_thread() is not threading.main_thread():  # signals reach that one
@@ -238,11 +245,23 @@ def _sigterm_as_ctrl_c():
 
 
 def _init_worker(threads: int) -> None:
+    from attnlab.lab.train.interrupt import catch_signals_between_runs
+
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
-    # A worker between jobs ignores SIGINT (it would die, and break the pool); a training run
-    # catches it while it runs (attnlab.lab.train.interrupt).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A SIGINT outside a training run would kill the worker and break the pool: it is kept
+    # for the run instead (:func:`_in_worker`).
+    catch_signals_between_runs()
+
+
+def _in_worker(job: Job, out: Path) -> None:
+    """:func:`run_one` in a worker, unless the report has asked it to stop."""
+    from attnlab.lab.train import RunError
+    from attnlab.lab.train.interrupt import pending_signal
+
+    if pending_signal() is not None:
+        raise RunError(f"job {job.label or job.key} not started: {pending_signal()}")
+    run_one(job, out)
 
 
 def _run_ray(todo: Sequence[Job], out: Path) -> None:

@@ -18,7 +18,8 @@ key            content
 =============  ==============================================================================
 
 A run directory holds ``last.pt`` (written every ``checkpoint_every`` steps, at evaluations
-and at epoch ends; what ``resume`` continues from) and ``best.pt`` (the best dev score so far;
+and epoch ends at most every ``checkpoint_interval`` and whenever ``best.pt`` is, and when a
+run stops; what ``resume`` continues from) and ``best.pt`` (the best dev score so far;
 what the final test evaluation and :func:`load_for_inference` use).
 
 A file that cannot be read (empty, truncated, random bytes, another program's pickle) raises

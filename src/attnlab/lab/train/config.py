@@ -94,13 +94,14 @@ class TrainConfig:
             (None: 8 with ``compile``, else 1, no padding).
         patience: stop after this many evaluations without a better dev score (0: never).
         eval_every: evaluate on dev every this many steps (0: at the end of each epoch).
-        checkpoint_every: also write ``last.pt`` every this many steps (0: only at evaluations
-            and epoch ends).
+        checkpoint_every: also write ``last.pt`` every this many steps (0: at evaluations and
+            epoch ends instead, as ``checkpoint_interval`` says).
         checkpoint_interval: at evaluations and epoch ends, write ``last.pt`` only once this
-            long (a duration: 30s, 5m; 0: every time) has passed since the last one. Where an
-            epoch takes milliseconds (a graph is one step), writing it at each was an eighth
-            of the run. A run stopped by a signal, by ``max_time`` or at its end always writes
-            it; one killed outright loses at most this much (and the epoch it was in).
+            long (a duration: 30s, 5m; 0: every time) has passed since the last one, or with a
+            new ``best.pt``. Where an epoch takes milliseconds (a graph is one step), writing
+            it at each was half of a run. A run stopped by a signal, by ``max_time`` or at its
+            end always writes it; one killed outright loses at most this long and the
+            evaluation or epoch it was in.
         keep_epochs: also keep the weights of each of the last this many epoch ends as
             ``epoch-EEE.pt`` (no optimizer state), to average with ``attnlab average``
             (0: none).

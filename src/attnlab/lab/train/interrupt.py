@@ -25,9 +25,34 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-__all__ = ["StopOnSignal", "resume_command"]
+__all__ = ["StopOnSignal", "catch_signals_between_runs", "pending_signal", "resume_command"]
 
 logger = logging.getLogger(__name__)
+
+
+#: a signal received by :func:`catch_signals_between_runs`'s handler, not yet taken up
+_PENDING: str | None = None
+
+
+def catch_signals_between_runs(signals: Sequence[signal.Signals] = (signal.SIGINT,)) -> None:
+    """Record ``signals`` instead of acting on them, in a process that trains one run after
+    another (a report's worker): one that arrives while a run sets up (before
+    :class:`StopOnSignal` is entered) or between runs is kept by :func:`pending_signal`, and
+    the next :class:`StopOnSignal` entered takes it as its request, so that the run stops after
+    its first step, saved, instead of the signal being lost or killing the process."""
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        global _PENDING
+        _PENDING = signal.Signals(signum).name
+
+    for sig in signals:
+        signal.signal(sig, record)
+
+
+def pending_signal() -> str | None:
+    """The name of a signal :func:`catch_signals_between_runs` recorded and no run has taken
+    up yet, or None."""
+    return _PENDING
 
 
 class StopOnSignal:
@@ -57,9 +82,12 @@ class StopOnSignal:
         return self.signal_name is not None
 
     def __enter__(self) -> StopOnSignal:
+        global _PENDING
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            if _PENDING is not None:  # arrived before (catch_signals_between_runs)
+                self.signal_name, self._first, _PENDING = _PENDING, time.monotonic(), None
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -51,7 +51,7 @@ class MetricsCsv:
             write_metrics_csv(self.path, rows)
             self._columns = _columns(rows)
         else:
-            with self.path.open("a", newline="") as f:
+            with self.path.open("a", newline="", encoding="utf-8") as f:
                 writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
                 writer.writerow({k: _fmt(v) for k, v in rows[-1].items()})
         self._rows = len(rows)
@@ -67,9 +67,13 @@ def _columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def read_metrics_csv(path: str | Path) -> list[dict[str, float | str]]:
-    """Rows of a ``metrics.csv``, numbers as floats (empty cells stay empty strings)."""
-    with Path(path).open(newline="") as f:
-        return [{k: _num(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    """Rows of a ``metrics.csv``, numbers as floats (empty cells stay empty strings). A last
+    row without its line end, cut short by a crash while it was appended, is left out."""
+    text = Path(path).read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    rows = csv.DictReader(io.StringIO(text, newline=""))
+    return [{k: _num(v) for k, v in row.items()} for row in rows]
 
 
 def write_metrics_json(path: str | Path, summary: Mapping[str, Any]) -> Path:

@@ -339,7 +339,11 @@ class Trainer:
     def _checkpoint_due(self) -> bool:
         """Whether an evaluation or an epoch end writes ``last.pt``: once
         ``train.checkpoint_interval`` has passed since the last one (rank 0's clock: the
-        write is collective)."""
+        write is collective), or when this step wrote a new ``best.pt``, which must never be
+        ahead of ``last.pt`` (a resumed run that took another path would test a model of the
+        path it dropped)."""
+        if self.state.best_step == self.state.step:  # the same on every rank
+            return True
         due = time.perf_counter() - self._last_saved_at >= self.cfg.train.checkpoint_interval_s
         return broadcast_object(due, self.env) if self.env.world_size > 1 else due
 

@@ -262,9 +262,11 @@ class AttentionNet(NodeModel):
             h = self.pe(h, batch["eigvecs"])
         h = h.unsqueeze(0)  # (1, n, width): the graph is one sequence
         pairs = None if self.edge_bias is None else _edge_pairs(edges, n)
+        device = h.device.type  # the bias in the dtype the scores are computed in
+        low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
         attention = []
         for i, attn in enumerate((self.attn1, self.attn2)):
-            bias = None if pairs is None else _edge_bias(pairs, self.edge_bias[i], n, h.dtype)
+            bias = None if pairs is None else _edge_bias(pairs, self.edge_bias[i], n, low)
             res = attn(dropout(h, self.p, self.training), mask=mask, bias=bias,
                        need_weights=need_weights)  # fmt: skip
             # Without edges, attention averages over all nodes: a node's own features reach
