@@ -51,7 +51,10 @@ class GraphOptions:
 
     Args:
         l2: L2 penalty ``l2 / 2 * sum(p ** 2)`` over all parameters, added to the mean loss
-            (GAT's and GCN's weight decay; 0: none).
+            (GAT's and GCN's weight decay; 0: none). ``graph_attention`` (dot-product
+            attention along the edges) trains better without it: with it, two of three
+            CiteSeer seeds stayed at chance (the penalty held the weights down before the
+            data's gradient grew); without, 60-63% dev (``attnlab report``'s claim 12).
         select: the model-selection and early-stopping rule on dev (:mod:`.selection`):
             ``"acc+loss"`` (GAT's: best when both are at their best so far; patience resets
             while either improves), ``"acc"`` (dev accuracy, ties to the lower dev loss),
