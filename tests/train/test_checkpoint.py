@@ -65,10 +65,16 @@ RESUME_CASES = {
     ),
     # an interval between evaluation / epoch-end checkpoints, here an hour: written at the
     # first epoch end (step 6), and at the second (12) only if its evaluation found a new best
-    # (best.pt is never ahead of last.pt). With lr 0 it does not -> a crash in step 13 resumes
-    # from step 6; trained, it does -> from step 12
+    # (best.pt is never ahead of last.pt). With lr 0 (the dev score stays put) it does not -> a
+    # crash in step 13 resumes from step 6 (weights trivially equal; the optimizer's moments,
+    # RNG and counters not); trained, it does -> from step 12. Replaying learnt steps from an
+    # older last.pt is what the other cases test.
     "interval": (["--train.checkpoint_interval=1h", "--train.lr=0"], 13, (6, 1, 0)),
     "interval_new_best": (["--train.checkpoint_interval=1h"], 13, (12, 2, 0)),
+    # every 4 steps, and at the evaluation of step 5 (its first: a new best) though 5 is not a
+    # multiple of 4 -> a crash in step 7 resumes from step 5
+    "every_and_new_best": (["--train.checkpoint_every=4", "--train.eval_every=5",
+                            "--train.checkpoint_interval=1h"], 7, (5, 0, 5)),
 }  # fmt: skip
 
 

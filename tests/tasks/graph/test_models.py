@@ -261,3 +261,24 @@ def test_sparse_aware_linear_is_the_dense_product_with_its_gradients(bias):
         low = sparse_aware_linear(dense.float().to_sparse(), layer)
     assert low.dtype == torch.float32
     torch.testing.assert_close(low, layer(dense.float()), rtol=1e-6, atol=1e-6)
+
+
+def test_the_edge_bias_is_built_in_the_autocast_dtype(monkeypatch):
+    """Under bf16 autocast the (1, h, n, n) edge bias is bf16 (half the memory), though the
+    sparse input layer hands on float32 features."""
+    from attnlab.lab.tasks.graph import models
+
+    made = []
+    build = models._edge_bias
+    monkeypatch.setattr(models, "_edge_bias", lambda *a: made.append(build(*a)) or made[-1])
+    batch = tiny_batch()
+    batch["x"] = batch["x"].to_sparse()
+    model = model_of("full_edge_bias")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(batch).float().sum()
+    loss.backward()  # outside autocast, as the trainer runs it
+    assert [b.dtype for b in made] == [torch.bfloat16, torch.bfloat16]
+    assert model.edge_bias.grad is not None and model.edge_bias.grad.dtype == torch.float32
+    made.clear()
+    model(batch)
+    assert [b.dtype for b in made] == [torch.float32, torch.float32]

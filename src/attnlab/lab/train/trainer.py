@@ -304,8 +304,11 @@ class Trainer:
                     evaluated = bool(tc.eval_every) and s.step % tc.eval_every == 0
                     if evaluated:
                         self._evaluate_and_track()
-                    if (tc.checkpoint_every and s.step % tc.checkpoint_every == 0) or (
-                        evaluated and not tc.checkpoint_every and self._checkpoint_due()
+                    new_best = evaluated and s.best_step == s.step  # best.pt never ahead
+                    if (
+                        (tc.checkpoint_every and s.step % tc.checkpoint_every == 0)
+                        or new_best
+                        or (evaluated and not tc.checkpoint_every and self._checkpoint_due())
                     ):
                         self._save(LAST)
                     if self._stopping:
