@@ -34,7 +34,10 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
     """Queries that may attend to no key get zeros (kernels differ: NaN, mean of values, ...)."""
     if mask is None:
         return out
-    return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+    empty = ~mask.any(-1, keepdim=True)
+    if out.device.type == "cpu" and not empty.any():  # the usual case: no copy of ``out``
+        return out  # (a check that would wait for a GPU is not made there)
+    return out.masked_fill(empty, 0.0)
 
 
 # On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 on short

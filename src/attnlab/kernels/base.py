@@ -243,7 +243,9 @@ class AttentionKernel(nn.Module):
             self.attend(q, k, v, parts, q_offset=q_offset, **extra), self.name
         )
         if parts.key_valid is not None:  # a sequence with no real key: zeros, not noise
-            out = out.masked_fill(~parts.key_valid.any(-1, keepdim=True), 0.0)
+            empty = ~parts.key_valid.any(-1, keepdim=True)
+            if out.device.type != "cpu" or empty.any():  # (on a CPU, no copy when none is)
+                out = out.masked_fill(empty, 0.0)
         return KernelOutput(out, weights, ran)
 
     def mask_parts(
