@@ -35,8 +35,10 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
     if mask is None:
         return out
     empty = ~mask.any(-1, keepdim=True)
-    if out.device.type == "cpu" and not empty.any():  # the usual case: no copy of ``out``
-        return out  # (a check that would wait for a GPU is not made there)
+    # The usual case, every query with a key: no copy of ``out``. Not checked on a GPU (it
+    # would wait for it) nor under torch.compile (a branch on data breaks the graph).
+    if out.device.type == "cpu" and not torch.compiler.is_compiling() and not empty.any():
+        return out
     return out.masked_fill(empty, 0.0)
 
 

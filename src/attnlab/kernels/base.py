@@ -243,8 +243,8 @@ class AttentionKernel(nn.Module):
             self.attend(q, k, v, parts, q_offset=q_offset, **extra), self.name
         )
         if parts.key_valid is not None:  # a sequence with no real key: zeros, not noise
-            empty = ~parts.key_valid.any(-1, keepdim=True)
-            if out.device.type != "cpu" or empty.any():  # (on a CPU, no copy when none is)
+            empty = ~parts.key_valid.any(-1, keepdim=True)  # on a CPU, eager: no copy if none
+            if out.device.type != "cpu" or torch.compiler.is_compiling() or empty.any():
                 out = out.masked_fill(empty, 0.0)
         return KernelOutput(out, weights, ran)
 
