@@ -34,12 +34,7 @@ def _zero_empty_rows(out: Tensor, mask: Tensor | None) -> Tensor:
     """Queries that may attend to no key get zeros (kernels differ: NaN, mean of values, ...)."""
     if mask is None:
         return out
-    empty = ~mask.any(-1, keepdim=True)
-    # The usual case, every query with a key: no copy of ``out``. Not checked on a GPU (it
-    # would wait for it) nor under torch.compile (a branch on data breaks the graph).
-    if out.device.type == "cpu" and not torch.compiler.is_compiling() and not empty.any():
-        return out
-    return out.masked_fill(empty, 0.0)
+    return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
 
 
 # On CPU, PyTorch's flash kernel in bfloat16 / float16 is slower than in float32 on short

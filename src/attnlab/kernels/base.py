@@ -243,9 +243,7 @@ class AttentionKernel(nn.Module):
             self.attend(q, k, v, parts, q_offset=q_offset, **extra), self.name
         )
         if parts.key_valid is not None:  # a sequence with no real key: zeros, not noise
-            empty = ~parts.key_valid.any(-1, keepdim=True)  # on a CPU, eager: no copy if none
-            if out.device.type != "cpu" or torch.compiler.is_compiling() or empty.any():
-                out = out.masked_fill(empty, 0.0)
+            out = out.masked_fill(~parts.key_valid.any(-1, keepdim=True), 0.0)
         return KernelOutput(out, weights, ran)
 
     def mask_parts(
