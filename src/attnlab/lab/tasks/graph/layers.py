@@ -30,8 +30,10 @@ Legend: ``n`` nodes, ``F`` input features, ``E`` edges (self loops included), ``
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -61,8 +63,7 @@ def sparse_aware_linear(x: Tensor, layer: nn.Linear) -> Tensor:
     """
     if not x.is_sparse:
         return layer(x)
-    with torch.autocast(x.device.type, enabled=False), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    with torch.autocast(x.device.type, enabled=False), _quiet_csr():
         csr = x.to(layer.weight.dtype).to_sparse_csr()
         if layer.bias is None:
             return csr @ layer.weight.t()
@@ -133,10 +134,17 @@ def _crow(rows: Tensor, n: int, heads: int) -> Tensor:
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
 
 
-def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
-    """A CSR tensor, without PyTorch's once-per-process "CSR support is in beta" warning."""
+@contextlib.contextmanager
+def _quiet_csr() -> Iterator[None]:
+    """Without PyTorch's once-per-process "CSR support is in beta" warning."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        yield
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
+    """A CSR tensor (:func:`_quiet_csr`)."""
+    with _quiet_csr():
         return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
