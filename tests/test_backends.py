@@ -574,3 +574,16 @@ def test_flex_never_runs_uncompiled(monkeypatch):
         out, _, ran = run_backend("auto", p)
     assert ran == "sdpa"
     torch.testing.assert_close(out, reference(p), atol=2e-6, rtol=1e-5)
+
+
+def test_dropout_blocks_multiply_short_bfloat16_heads_in_float32(monkeypatch):
+    """Heads of up to FLOAT32_PRODUCTS_UP_TO dimensions (here 4 and 5) multiply in float32
+    whatever the inputs' dtype: bfloat16 inputs give the exact output rounded once to bfloat16
+    (each element within half a bfloat16 step, 2^-8 of its size; with the products in
+    bfloat16 one is 1.1 away), and their gradients in bfloat16."""
+    bias = torch.zeros(1, 1, 1, 9, dtype=torch.bfloat16)
+    (q, k, v), out, want = _blocks_with_reference(monkeypatch, bias, dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    error = (out.double() - want).abs() / want.abs().clamp_min(1e-3)
+    assert error.max().item() <= 2**-8
+    assert all(g.dtype == torch.bfloat16 for g in torch.autograd.grad(out.sum(), (q, k, v)))

@@ -34,6 +34,37 @@ def test_every_16_bit_piece_is_uniform():
     assert torch.all((rates - 0.5).abs() < 5 * math.sqrt(0.25 / 200_000)), rates
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_a_mask_in_a_number_type_is_the_boolean_mask_of_the_same_draws(dtype):
+    torch.manual_seed(7)
+    want, scale = dropout_mask((6, 5, 33), 0.4)
+    torch.manual_seed(7)
+    got, got_scale = dropout_mask((6, 5, 33), 0.4, dtype=dtype)
+    assert got.dtype == dtype and got_scale == scale
+    assert torch.equal(got, want.to(dtype))
+    # written into a strided view of a larger tensor, the rest untouched
+    store = torch.full((6, 9, 33), 7.0, dtype=dtype)
+    torch.manual_seed(7)
+    view = dropout_mask((6, 5, 33), 0.4, out=store[:, 2:7])[0]
+    assert view.data_ptr() == store[:, 2:7].data_ptr()
+    assert torch.equal(store[:, 2:7], want.to(dtype))
+    assert (store[:, :2] == 7).all() and (store[:, 7:] == 7).all()
+    with pytest.raises(ValueError, match=r"out: expected shape \(6, 5, 33\), got \(6, 9, 33\)"):
+        dropout_mask((6, 5, 33), 0.4, out=store)
+
+
+def test_bfloat16_output_is_rounded_once_from_the_exact_product():
+    """x * keep * scale in bfloat16 is the float64 product rounded once (the scale is not
+    rounded to bfloat16 first, which would bias every kept value the same way)."""
+    torch.manual_seed(8)
+    x = torch.randn(4096, dtype=torch.bfloat16)
+    torch.manual_seed(9)
+    y = dropout(x, 0.1)
+    torch.manual_seed(9)
+    keep, scale = dropout_mask(x.shape, 0.1)
+    assert torch.equal(y, (x.double() * keep * scale).to(torch.bfloat16))
+
+
 def test_gradient_flows_through_the_kept_elements_only():
     torch.manual_seed(2)
     x = torch.randn(64, 33, dtype=torch.float64, requires_grad=True)

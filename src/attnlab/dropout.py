@@ -15,7 +15,10 @@ the matrix products of a small tagger. Here each 64-bit draw of the same generat
 .. math::
     m_t = [\, u_t \ge \lfloor p\, 2^{16} \rceil \,],
 
-so the mask costs a quarter of the generator calls and one vectorised comparison. The drop
+so the mask costs a quarter of the generator calls and one vectorised comparison, which writes
+it as 0 / 1 in the input's dtype: multiplying by a boolean mask (``x * keep * scale`` in
+``native_dropout_backward``, as ``F.dropout`` does) runs 1.7-2x as long as a product of one
+dtype, forward and backward (pos and g2p train 1.08x as fast for it, BENCHMARKS.md). The drop
 probability is thereby :math:`p` rounded to a multiple of :math:`2^{-16}` (at most
 :math:`7.6 \cdot 10^{-6}` away), and the scale is :math:`1 / (1 - p_{16})` of that rounded
 :math:`p_{16}`, so the output's expectation is still exactly the input.
@@ -48,9 +51,14 @@ def fast_path(x: Tensor) -> bool:
 
 
 def dropout_mask(
-    shape: torch.Size | tuple[int, ...], p: float, *, generator: torch.Generator | None = None
+    shape: torch.Size | tuple[int, ...],
+    p: float,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.bool,
+    out: Tensor | None = None,
 ) -> tuple[Tensor, float]:
-    """A boolean keep-mask of ``shape`` on the CPU (True = keep, with probability
+    """A keep-mask of ``shape`` on the CPU (1 / True = keep, with probability
     :math:`1 - p_{16}`) and the scale :math:`1 / (1 - p_{16})` that makes the kept values
     unbiased (module docstring).
 
@@ -58,20 +66,33 @@ def dropout_mask(
         shape: the mask's shape.
         p: the drop probability, in ``[0, 1)``.
         generator: the random generator (default: torch's global CPU generator).
+        dtype: the mask's dtype: bool, or 0 / 1 in a number type (written by the comparison
+            itself: no second pass to convert a boolean mask, which costs more than drawing it).
+        out: a tensor of ``shape`` to write the mask into (its dtype is the mask's).
     """
     if not 0.0 <= p < 1.0:
         raise ValueError(f"p: a drop probability in [0, 1), got {p!r}")
+    if out is not None and tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
     count = 1
     for size in shape:
         count *= size
-    drop_levels = _drop_levels(p)  # u < drop_levels is dropped
     # The full 64-bit range (torch's default for int64, 0 to 2^63 - 1, leaves the top 16-bit
-    # piece one bit short); randint, not random_, which torch.compile cannot trace.
-    draws = torch.randint(
-        -(2**63), 2**63 - 1, (-(-count // _PIECES),), dtype=torch.int64, generator=generator
-    )
+    # piece one bit short). random_ from the minimum to None takes the generator's 64 bits as
+    # they come; randint reduces each modulo its range (1.3x the time). torch.compile cannot
+    # trace random_: a traced mask is drawn by randint (its top value one short of 2^63).
+    pieces = -(-count // _PIECES)
+    if torch.compiler.is_compiling():
+        draws = torch.randint(
+            -(2**63), 2**63 - 1, (pieces,), dtype=torch.int64, generator=generator
+        )
+    else:
+        draws = torch.empty(pieces, dtype=torch.int64).random_(-(2**63), None, generator=generator)
     u = draws.view(torch.int16)[:count].view(shape)  # as signed: u - 2^15
-    keep = u >= drop_levels - _LEVELS // 2
+    level = _drop_levels(p) - _LEVELS // 2  # u < level is dropped
+    if out is None and dtype != torch.bool:
+        out = torch.empty(shape, dtype=dtype)
+    keep = u >= level if out is None else torch.ge(u, level, out=out)
     return keep, _scale(p)
 
 
@@ -123,11 +144,15 @@ def dropout(
         # mask recomputed for the backward pass is the forward's.
         seed = torch.randint(0, 2**62, (), dtype=torch.int64)
         keep, scale = torch.ops.attnlab.dropout_mask(x, p, seed), _scale(p)
-    else:
-        keep, scale = dropout_mask(x.shape, p, generator=generator)
-    # x * keep * scale in one pass. This aten op is dropout's own backward, whose derivative is
-    # the same op on the gradient: autograd saves only the boolean mask, as F.dropout does.
-    return torch.ops.aten.native_dropout_backward(x, keep, scale)
+        # x * keep * scale in one pass. This aten op is dropout's own backward, whose
+        # derivative is the same op on the gradient: autograd saves only the boolean mask.
+        return torch.ops.aten.native_dropout_backward(x, keep, scale)
+    # Eagerly, that op's mixed bool-float product costs twice two products of one dtype
+    # (BENCHMARKS.md, "Training speed"): the mask is drawn as 0 / 1 in x's dtype, and the
+    # scale applied to the product (a Python number: the product is rounded once, so the
+    # expectation stays exact in bfloat16). Autograd saves the mask, in x's dtype.
+    keep, scale = dropout_mask(x.shape, p, generator=generator, dtype=x.dtype)
+    return (x * keep).mul_(scale)
 
 
 class Dropout(nn.Dropout):

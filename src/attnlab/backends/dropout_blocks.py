@@ -14,8 +14,9 @@ keys:
 
 with :math:`A` the additive mask or bias and :math:`M` the keep-mask of
 :func:`attnlab.dropout.dropout_mask`, drawn block by block. Only :math:`O`, the log-sum-exp
-of each query's scores and :math:`M` (as 0 / 1 in the float32 compute dtype, cheaper to apply
-than a boolean) are kept for the backward pass, which recomputes :math:`P` from them and uses
+of each query's scores and :math:`M` (a boolean: a quarter of the memory a float32 copy takes,
+and of the fresh pages a step must fault in; applied as 0 / 1 bytes) are kept for the backward
+pass, which recomputes :math:`P` from them and uses
 :math:`\sum_j P_{ij}\, \partial P_{ij} = \partial O_i \cdot O_i` (Dao et al.) for the softmax's
 gradient:
 
@@ -27,7 +28,11 @@ gradient:
     \quad \partial A = \partial S.
 
 Scores, softmax and the gradients' elementwise maths are in float32 (float64 for float64
-inputs); the products in the inputs' dtype. In float64 it equals the materialised computation
+inputs); the products in the inputs' dtype, except for heads of up to
+:data:`FLOAT32_PRODUCTS_UP_TO` dimensions: there a bfloat16 product, with its cast of every
+``(c, j)`` block of scores or weights, is slower than a float32 one (Cora's 8-dimensional
+heads 1.16x as fast, 16: 1.12x; at 32 bfloat16 is 1.07x ahead), so those multiply in float32
+and return the inputs' dtype. In float64 it equals the materialised computation
 with the same mask to 1e-15 (``tests/test_backends.py``). Forward and backward with a
 key-padding mask, against the materialised path (``benchmarks/bench_core.py --only dropout``):
 1.5-2.6x as fast from 16.8M weights (``b h i j``), with a fifth to a quarter of the peak memory;
@@ -48,6 +53,8 @@ __all__ = ["BLOCK_ELEMENTS", "attention_with_dropout", "block_rows"]
 #: about this many scores per block (2 MiB in float32: a core's L2 holds a block and its mask)
 BLOCK_ELEMENTS = 1 << 19
 MIN_BLOCK, MAX_BLOCK = 32, 1024
+#: a head dimension up to which the products are float32 whatever the inputs' dtype
+FLOAT32_PRODUCTS_UP_TO = 16
 
 
 def block_rows(batch_heads: int, keys: int) -> int:
@@ -124,11 +131,14 @@ class _Blocks(torch.autograd.Function):
         b, h, i, d = q.shape
         j, e = k.shape[2], v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)
+        # The products' dtype: the inputs', unless their rows are too short for a low-precision
+        # product to pay for the casts of its (c, j) result (module docstring).
+        work = acc if max(d, e) <= FLOAT32_PRODUCTS_UP_TO else q.dtype
         with torch.autocast(q.device.type, enabled=False):
-            qa = (q * alpha).reshape(b * h, i, d)
-            k3, v3 = k.reshape(b * h, j, d), v.reshape(b * h, j, e)
+            qa = (q.to(work) * alpha).reshape(b * h, i, d)
+            k3, v3 = k.to(work).reshape(b * h, j, d), v.to(work).reshape(b * h, j, e)
             kt = k3.transpose(1, 2)
-            keep = torch.empty(b * h, i, j, dtype=acc)
+            keep = torch.empty(b * h, i, j, dtype=torch.bool)
             out = torch.empty(b * h, i, e, dtype=acc)
             lse = torch.empty(b * h, i, 1, dtype=acc)
             scale = 1.0
@@ -138,14 +148,15 @@ class _Blocks(torch.autograd.Function):
                 top = w.amax(-1, keepdim=True)
                 w.sub_(top).exp_()
                 total = w.sum(-1, keepdim=True)
-                mask, scale = dropout_mask(w.shape, p)
-                w.mul_(keep[:, rows].copy_(mask))
-                out[:, rows] = torch.bmm(w.to(v.dtype), v3).to(acc).mul_(scale / total)
+                mask, scale = dropout_mask(w.shape, p, out=keep[:, rows])
+                w.mul_(mask.view(torch.uint8))
+                out[:, rows] = torch.bmm(w.to(work), v3).to(acc).mul_(scale / total)
                 lse[:, rows] = top.add_(total.log_())
-            out = out.to(v.dtype)
+            out = out.to(work)
         ctx.save_for_backward(qa, k3, v3, add, out, lse, keep)
         ctx.alpha, ctx.scale, ctx.block, ctx.heads = alpha, scale, block, h
-        return out.view(b, h, i, e)
+        ctx.dtypes = q.dtype, k.dtype, v.dtype
+        return out.view(b, h, i, e).to(v.dtype)
 
     @staticmethod
     @once_differentiable
@@ -165,7 +176,7 @@ class _Blocks(torch.autograd.Function):
             for start in range(0, i, block):
                 rows = slice(start, min(start + block, i))
                 w = _scores(qa, kt, add, rows, h, acc).sub_(lse[:, rows]).exp_()
-                kept, do = keep[:, rows], dos[:, rows]
+                kept, do = keep[:, rows].view(torch.uint8).to(acc), dos[:, rows]
                 dv += torch.bmm((w * kept).to(v3.dtype).transpose(1, 2), do).to(acc)
                 ds = torch.bmm(do, vt).to(acc).mul_(kept).sub_(D[:, rows]).mul_(w)
                 if dadd is not None:
@@ -174,10 +185,11 @@ class _Blocks(torch.autograd.Function):
                 dq[:, rows] = torch.bmm(ds, k3)
                 dk += torch.bmm(ds.transpose(1, 2), qa[:, rows]).to(acc)
             b = bh // h
+            dq_t, dk_t, dv_t = ctx.dtypes
             grads = (
-                dq.mul_(alpha).view(b, h, i, d),
-                dk.to(k3.dtype).view(b, h, *k3.shape[1:]),
-                dv.to(v3.dtype).view(b, h, *v3.shape[1:]),
+                dq.mul_(alpha).view(b, h, i, d).to(dq_t),
+                dk.view(b, h, *k3.shape[1:]).to(dk_t),
+                dv.view(b, h, *v3.shape[1:]).to(dv_t),
                 None if dadd is None else dadd.to(add.dtype),
             )
         return (*grads, None, None, None)
