@@ -53,9 +53,33 @@ def test_a_mask_in_a_number_type_is_the_boolean_mask_of_the_same_draws(dtype):
         dropout_mask((6, 5, 33), 0.4, out=store)
 
 
-def test_bfloat16_output_is_rounded_once_from_the_exact_product():
-    """x * keep * scale in bfloat16 is the float64 product rounded once (the scale is not
-    rounded to bfloat16 first, which would bias every kept value the same way)."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_dropout_keeps_its_mask_in_the_inputs_dtype(dtype):
+    """What autograd saves for the backward pass is the 0 / 1 mask in x's dtype (a product
+    of one dtype each way, not the boolean mask of F.dropout's mixed product)."""
+    saved = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+
+    x = torch.randn(40, 33, dtype=dtype, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = dropout(x, 0.3)
+    assert [(t.dtype, t.shape) for t in saved] == [(dtype, x.shape)]
+    assert set(saved[0].unique().tolist()) == {0.0, 1.0}
+    assert torch.equal(saved[0] != 0, y != 0)
+
+
+def test_mask_dtype_and_out_must_agree():
+    with pytest.raises(ValueError, match="dtype: torch.float32 disagrees with out's dtype"):
+        dropout_mask((2, 3), 0.5, dtype=torch.float32, out=torch.empty(2, 3, dtype=torch.bfloat16))
+
+
+def test_bfloat16_output_is_the_exact_product_rounded():
+    """x * keep * scale in bfloat16 is the float64 product rounded to bfloat16: the scale is
+    not rounded to bfloat16 first, which would bias every kept value the same way (F.dropout's
+    own op computes it so too: this guards the change, it does not tell the two apart)."""
     torch.manual_seed(8)
     x = torch.randn(4096, dtype=torch.bfloat16)
     torch.manual_seed(9)

@@ -17,8 +17,10 @@ the matrix products of a small tagger. Here each 64-bit draw of the same generat
 
 so the mask costs a quarter of the generator calls and one vectorised comparison, which writes
 it as 0 / 1 in the input's dtype: multiplying by a boolean mask (``x * keep * scale`` in
-``native_dropout_backward``, as ``F.dropout`` does) runs 1.7-2x as long as a product of one
-dtype, forward and backward (pos and g2p train 1.08x as fast for it, BENCHMARKS.md). The drop
+``native_dropout_backward``, as ``F.dropout`` does) ran about twice as long as a product of one
+dtype and a scaling, forward and backward (pos and g2p train 1.08x as fast for it;
+BENCHMARKS.md, "Dropout's mask in the input's dtype"). Autograd keeps that mask for the
+backward pass: 2 or 4 bytes an element (bfloat16, float32) where a boolean took 1. The drop
 probability is thereby :math:`p` rounded to a multiple of :math:`2^{-16}` (at most
 :math:`7.6 \cdot 10^{-6}` away), and the scale is :math:`1 / (1 - p_{16})` of that rounded
 :math:`p_{16}`, so the output's expectation is still exactly the input.
@@ -66,14 +68,17 @@ def dropout_mask(
         shape: the mask's shape.
         p: the drop probability, in ``[0, 1)``.
         generator: the random generator (default: torch's global CPU generator).
-        dtype: the mask's dtype: bool, or 0 / 1 in a number type (written by the comparison
-            itself: no second pass to convert a boolean mask, which costs more than drawing it).
-        out: a tensor of ``shape`` to write the mask into (its dtype is the mask's).
+        dtype: the mask's dtype: bool, or 0 / 1 in a number type (the comparison's output
+            in that dtype, for a product of one dtype with the input).
+        out: a tensor of ``shape`` to write the mask into (its dtype is the mask's; ``dtype``,
+            if given too, must be the same).
     """
     if not 0.0 <= p < 1.0:
         raise ValueError(f"p: a drop probability in [0, 1), got {p!r}")
     if out is not None and tuple(out.shape) != tuple(shape):
         raise ValueError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
+    if out is not None and dtype not in (torch.bool, out.dtype):
+        raise ValueError(f"dtype: {dtype} disagrees with out's dtype {out.dtype}; give one")
     count = 1
     for size in shape:
         count *= size
@@ -147,10 +152,10 @@ def dropout(
         # x * keep * scale in one pass. This aten op is dropout's own backward, whose
         # derivative is the same op on the gradient: autograd saves only the boolean mask.
         return torch.ops.aten.native_dropout_backward(x, keep, scale)
-    # Eagerly, that op's mixed bool-float product costs twice two products of one dtype
-    # (BENCHMARKS.md, "Training speed"): the mask is drawn as 0 / 1 in x's dtype, and the
-    # scale applied to the product (a Python number: the product is rounded once, so the
-    # expectation stays exact in bfloat16). Autograd saves the mask, in x's dtype.
+    # Eagerly, that op's mixed bool-float product costs about twice a product of one dtype and
+    # a scaling (module docstring): the mask is drawn as 0 / 1 in x's dtype, and the scale
+    # applied to the product as a Python number (in float32 for bfloat16 x: the scale is not
+    # rounded to bfloat16, which would bias every kept value alike). Autograd saves the mask.
     keep, scale = dropout_mask(x.shape, p, generator=generator, dtype=x.dtype)
     return (x * keep).mul_(scale)
 

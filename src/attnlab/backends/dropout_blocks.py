@@ -34,10 +34,10 @@ inputs); the products in the inputs' dtype, except for heads of up to
 heads 1.16x as fast, 16: 1.12x; at 32 bfloat16 is 1.07x ahead), so those multiply in float32
 and return the inputs' dtype. In float64 it equals the materialised computation
 with the same mask to 1e-15 (``tests/test_backends.py``). Forward and backward with a
-key-padding mask, against the materialised path (``benchmarks/bench_core.py --only dropout``):
-1.5-2.6x as fast from 16.8M weights (``b h i j``), with a fifth to a quarter of the peak memory;
-0.7-0.9x up to 4.2M, where the weights fit in cache, so the sdpa backend uses it from 16.8M
-(:data:`attnlab.backends.sdpa.DROPOUT_BLOCKS_FROM`).
+key-padding mask, against the materialised path (``benchmarks/bench_core.py --only dropout``,
+2026-12-05): 1.4-2.9x as fast from 16.8M weights (``b h i j``), with a seventh to a twelfth of
+the peak memory; 0.6-0.9x up to 4.2M, where the weights fit in cache, so the sdpa backend
+uses it from 16.8M (:data:`attnlab.backends.sdpa.DROPOUT_BLOCKS_FROM`).
 """
 
 from __future__ import annotations

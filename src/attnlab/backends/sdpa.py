@@ -115,7 +115,7 @@ class SDPABackend(Backend):
 
 
 # With attention dropout, queries in blocks (eager) against the weights materialised, forward +
-# backward with a key-padding mask: 0.7-0.9x as fast up to 4.2M weights (b h i j), 1.5-2.6x from
+# backward with a key-padding mask: 0.6-0.9x as fast up to 4.2M weights (b h i j), 1.4-2.9x from
 # 16.8M (``python benchmarks/bench_core.py --only dropout``; BENCHMARKS.md).
 DROPOUT_BLOCKS_FROM = 1 << 24  # weights
 
