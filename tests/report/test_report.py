@@ -354,3 +354,23 @@ def test_a_report_with_nothing_finished_renders_as_pending(tmp_path, capsys):
     assert f"0 of its {total} jobs have finished" in md
     assert "## 4. dot-product or additive scores: pending" in md
     assert "no job of this claim has finished yet" in md and "computed when" not in md
+
+
+def test_a_claim_with_some_of_its_seeds_finished_is_pending_not_inconclusive(
+    smoke, tmp_path, monkeypatch, capsys
+):
+    """--collect of a part-run report: a claim whose rule has read fewer seeds than its budget
+    plans (here the smoke runs of seed 0, with seed 1 planned too) waits for the rest, where
+    one seed alone would make it "inconclusive"."""
+    import dataclasses
+    import shutil
+
+    out = tmp_path / "part"
+    shutil.copytree(smoke, out)
+    whole = (smoke / "report.md").read_text()
+    assert "## 4. dot-product or additive scores: inconclusive at this budget" in whole
+    monkeypatch.setitem(BUDGETS, "smoke", dataclasses.replace(BUDGETS["smoke"], seeds=(0, 1)))
+    assert main(["report", "--collect", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "## 4. dot-product or additive scores: pending" in md
+    assert "2 of the claim's 4 jobs have finished: its verdict waits for the rest" in md
