@@ -50,7 +50,7 @@ def sections(
         section = claim.analyse(results)
         planned = {label: len(runs) for label, runs in claim.jobs(budget).items()}
         finished = sum(len(rs) for rs in results.values())
-        part_run = [label for label, rs in results.items() if 0 < len(rs) < planned[label]]
+        part_run = any(0 < len(rs) < planned[label] for label, rs in results.items())
         if part_run and section.verdict is not Verdict.PENDING:
             # A rule read on some of a variant's seeds could turn when the rest arrive (one
             # seed of three is "inconclusive" for want of a spread, not for want of a budget).
