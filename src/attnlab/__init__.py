@@ -7,12 +7,14 @@ from .attention_config import AttentionConfig
 from .blocks.conv_attention import ConvAsAttention, conv_as_attention
 from .efficient.linear import RecurrentCache
 from .functional import attend
+from .pair_bias import PairBias
 
 __all__ = [
     "MultiHeadAttention",
     "AttentionOutput",
     "AttentionConfig",
     "KVCache",
+    "PairBias",
     "RecurrentCache",
     "attend",
     "conv_as_attention",

@@ -23,6 +23,7 @@ from .functional import get_normalize, make_score
 from .kernels import AttentionKernel, KernelModule, run_kernel
 from .kernels.cache import KVCache
 from .masks import Mask
+from .pair_bias import PairBias
 from .positional.base import PositionalEncoding
 
 __all__ = ["MultiHeadAttention", "AttentionOutput", "KVCache"]
@@ -82,7 +83,8 @@ class MultiHeadAttention(nn.Module):
         - x: ``(b, n, dim)``; context: ``(b, m, context_dim)``
         - mask: boolean broadcastable to ``(b, h, n, m)``, True = may attend, or a
           :class:`~attnlab.masks.Mask`
-        - bias: float ``(n, m)`` or ``(b, h, n, m)`` (sizes of 1 broadcast), added to the scores
+        - bias: float ``(n, m)`` or ``(b, h, n, m)`` (sizes of 1 broadcast), added to the scores,
+          or a :class:`~attnlab.PairBias` (nonzero at a few pairs)
         - out: ``(b, n, dim)``; weights: ``(b, h, n, m)``
     """
 
@@ -150,7 +152,7 @@ class MultiHeadAttention(nn.Module):
         context: Tensor | None = None,
         *,
         mask: Tensor | Mask | None = None,
-        bias: Tensor | None = None,
+        bias: Tensor | PairBias | None = None,
         positional: PositionalEncoding | None = None,
         need_weights: bool = False,
         cache: Any = None,

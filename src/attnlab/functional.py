@@ -36,6 +36,7 @@ from .additive_blocks import additive_scores
 from .dropout import dropout as drop
 from .masks import Mask, check_mask, check_pair_shape, live_keys
 from .numerics import at_least_float32, masked_softmax, safe_max, zero_dead_keys
+from .pair_bias import PairBias
 from .registry import Registry
 
 __all__ = [
@@ -344,7 +345,8 @@ def attend(
             :class:`~attnlab.masks.Mask`. Keys no query may attend to (padding) have their
             keys and values zeroed first (:func:`zero_dead_keys`).
         bias: float tensor ``(i, j)`` or ``(b, h, i, j)`` (sizes of 1 broadcast) added to the
-            scores, e.g. relative-position biases or Hugging Face's additive masks; finite
+            scores, e.g. relative-position biases or Hugging Face's additive masks, or a
+            :class:`~attnlab.pair_bias.PairBias` (nonzero at a few pairs); finite
             values (a row that is ``-inf`` everywhere gives NaN, as in torch: forbid pairs with
             ``mask`` instead).
         dropout: dropout probability on the weights (only when ``training``).
@@ -370,7 +372,7 @@ def attend(
         mask = mask.dense(b, h, i, j, q_offset=q_offset, device=q.device)
     s = get_score(score)(q, k)  # (b, h, i, j)
     if bias is not None:
-        s = s + bias
+        s = s + (bias.dense() if isinstance(bias, PairBias) else bias)
     w = get_normalize(normalize)(s, mask)  # float32, (b, h, i, j)
     a = drop(w, dropout, training)
     out = a.to(v.dtype) @ v  # (b, h, i, e)
@@ -381,7 +383,15 @@ def attend(
 
 def check_bias(bias: Tensor, batch: int, heads: int | None, q_len: int, kv_len: int) -> None:
     """Validate an additive score bias: a float tensor of shape ``(i, j)`` or ``(b, h, i, j)``
-    (sizes of 1 broadcast; the same shapes as a mask, the ambiguous ``(b, j)`` refused)."""
+    (sizes of 1 broadcast; the same shapes as a mask, the ambiguous ``(b, j)`` refused), or a
+    :class:`~attnlab.pair_bias.PairBias` of ``(i, j)`` scores and 1 or ``heads`` heads."""
+    if isinstance(bias, PairBias):
+        if (bias.queries, bias.keys) != (q_len, kv_len):
+            raise ValueError(f"bias: a PairBias of ({bias.queries}, {bias.keys}) scores for "
+                             f"(i, j) = ({q_len}, {kv_len})")  # fmt: skip
+        if heads is not None and bias.heads not in (1, heads):
+            raise ValueError(f"bias: a PairBias of {bias.heads} heads for {heads} heads")
+        return
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
         raise ValueError(

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ..functional import Normalization, Score
 from ..masks import Dense, Mask
+from ..pair_bias import PairBias
 from ..registry import Registry
 
 __all__ = ["Problem", "Backend", "BACKENDS"]
@@ -28,7 +29,7 @@ class Problem:
     score: Score
     normalize: Normalization
     mask: Mask | Tensor | None = None
-    bias: Tensor | None = None
+    bias: Tensor | PairBias | None = None
     dropout: float = 0.0  # effective probability: 0 unless training
     need_weights: bool = False
     q_offset: int = 0
@@ -67,6 +68,9 @@ class Backend:
     """
 
     name: str = "?"
+    #: whether it adds a :class:`~attnlab.pair_bias.PairBias` itself (else it gets the dense
+    #: bias)
+    takes_pair_bias: bool = False
 
     def refuses(self, score: Score, normalize: Normalization) -> str | None:
         return None

@@ -4,6 +4,8 @@ PyTorch's fused CPU kernel has no attention dropout, and its math path materiali
 weight: the ``(b h, i, j)`` scores, softmax, the dropout mask and the dropped weights each make a
 pass through memory, forward and backward, and past a few hundred positions those passes, not
 the products, are the step (Cora's full attention over 2,708 nodes: 2 s of a 2.2 s step).
+A :class:`~attnlab.pair_bias.PairBias` is added to each block at its pairs, so its dense
+``(h, i, j)`` form is never made; with one, the sdpa backend runs here without dropout too.
 Here the queries go in blocks small enough that a block's scores stay in cache
 (:func:`block_rows`), as in FlashAttention (Dao et al. 2022) with a block as wide as the
 keys:
@@ -47,6 +49,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ..dropout import dropout_mask
+from ..pair_bias import PairBias
 
 __all__ = ["BLOCK_ELEMENTS", "attention_with_dropout", "block_rows"]
 
@@ -76,30 +79,53 @@ def attention_with_dropout(
         k: keys ``(b, h, j, d)``, in ``q``'s dtype.
         v: values ``(b, h, j, e)``, in ``q``'s dtype.
         add: None, or added to the scores: 4-D, broadcastable to ``(b, h, i, j)`` (a mask
-            as a large negative number where forbidden, a bias, or both).
-        p: drop probability, in ``[0, 1)``.
+            as a large negative number where forbidden, a bias, or both), or a
+            :class:`~attnlab.pair_bias.PairBias`, added at its pairs only (its gradient, with
+            respect to its values, read there).
+        p: drop probability, in ``[0, 1)``; 0 draws no mask.
         alpha: the scores' scale (``1 / sqrt(d)``).
 
     Returns:
         ``(b, h, i, e)`` in ``q``'s dtype.
     """
     b, h, i, _ = q.shape
-    if add is not None and not add.dtype.is_floating_point:
+    pairs = add if isinstance(add, PairBias) else None
+    if pairs is not None:
+        add = None
+    elif add is not None and not add.dtype.is_floating_point:
         raise TypeError(f"add: expected a floating-point tensor, got {add.dtype}")
     # ``add`` stays in its dtype (bfloat16 under autocast: half the memory of a float32
     # copy); each block adds its rows into the float32 scores.
     block = block_rows(b * h, k.shape[2])
-    return _Blocks.apply(q, k, v, add, p, alpha, block)
+    values = None if pairs is None else pairs.values
+    return _Blocks.apply(q, k, v, add, values, pairs, p, alpha, block)
 
 
-def _scores(qa: Tensor, kt: Tensor, add: Tensor | None, rows: slice, heads: int, acc) -> Tensor:
+def _scores(
+    qa: Tensor, kt: Tensor, add: Tensor | None, bias: tuple | None, rows: slice, heads: int, acc
+) -> Tensor:
     """A block's scores ``(b h, c, j)`` in ``acc``: its (pre-scaled) queries times the keys,
-    plus its rows of ``add``."""
+    plus its rows of ``add``, or of a pair bias (``bias``: the :class:`PairBias` and its values,
+    added at the block's pairs only)."""
     s = torch.bmm(qa[:, rows], kt).to(acc)
     if add is not None:
         part = add if add.shape[2] == 1 else add[:, :, rows]
         s.view(-1, heads, *s.shape[1:]).add_(part)
+    if bias is not None:
+        pairs, values = bias
+        some, places = pairs.rows(rows.start, rows.stop)
+        flat = s.view(-1, heads, s.shape[1] * s.shape[2])  # (b, h, c j)
+        part = values[:, some].to(acc).expand(flat.shape[0], heads, -1)
+        flat.index_add_(2, places, part)
     return s
+
+
+def _pair_grad(dvalues: Tensor, ds: Tensor, pairs: PairBias, rows: slice, heads: int) -> None:
+    """Write a block's score gradient ``ds`` ``(b h, c, j)`` at its pairs into ``dvalues``
+    ``(heads or 1, P)``, summed over the batch (and the heads, for values shared by them)."""
+    some, places = pairs.rows(rows.start, rows.stop)
+    g = ds.view(-1, heads, ds.shape[1] * ds.shape[2])[:, :, places].sum(0)  # (h, pairs)
+    dvalues[:, some] = g if dvalues.shape[0] == heads else g.sum(0, keepdim=True)
 
 
 def _grad_buffer(add: Tensor, acc: torch.dtype) -> Tensor:
@@ -127,7 +153,7 @@ def _accumulate(dadd: Tensor, ds: Tensor, rows: slice, heads: int) -> None:
 
 class _Blocks(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, add, p, alpha, block):
+    def forward(ctx, q, k, v, add, values, pairs, p, alpha, block):
         b, h, i, d = q.shape
         j, e = k.shape[2], v.shape[-1]
         acc = torch.promote_types(q.dtype, torch.float32)
@@ -138,22 +164,26 @@ class _Blocks(torch.autograd.Function):
             qa = (q.to(work) * alpha).reshape(b * h, i, d)
             k3, v3 = k.to(work).reshape(b * h, j, d), v.to(work).reshape(b * h, j, e)
             kt = k3.transpose(1, 2)
-            keep = torch.empty(b * h, i, j, dtype=torch.bool)
+            bias = None if pairs is None else (pairs, values)
+            # p = 0 (a pair bias in evaluation): no mask to draw or keep
+            keep = torch.empty(b * h, i, j, dtype=torch.bool) if p > 0 else None
             out = torch.empty(b * h, i, e, dtype=acc)
             lse = torch.empty(b * h, i, 1, dtype=acc)
             scale = 1.0
             for start in range(0, i, block):
                 rows = slice(start, min(start + block, i))
-                w = _scores(qa, kt, add, rows, h, acc)
+                w = _scores(qa, kt, add, bias, rows, h, acc)
                 top = w.amax(-1, keepdim=True)
                 w.sub_(top).exp_()
                 total = w.sum(-1, keepdim=True)
-                mask, scale = dropout_mask(w.shape, p, out=keep[:, rows])
-                w.mul_(mask.view(torch.uint8))
+                if keep is not None:
+                    mask, scale = dropout_mask(w.shape, p, out=keep[:, rows])
+                    w.mul_(mask.view(torch.uint8))
                 out[:, rows] = torch.bmm(w.to(work), v3).to(acc).mul_(scale / total)
                 lse[:, rows] = top.add_(total.log_())
             out = out.to(work)
-        ctx.save_for_backward(qa, k3, v3, add, out, lse, keep)
+        ctx.save_for_backward(qa, k3, v3, add, values, out, lse, keep)
+        ctx.pairs = pairs
         ctx.alpha, ctx.scale, ctx.block, ctx.heads = alpha, scale, block, h
         ctx.dtypes = q.dtype, k.dtype, v.dtype
         return out.view(b, h, i, e).to(v.dtype)
@@ -161,8 +191,9 @@ class _Blocks(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dout):
-        qa, k3, v3, add, out, lse, keep = ctx.saved_tensors
-        alpha, scale, block, h = ctx.alpha, ctx.scale, ctx.block, ctx.heads
+        qa, k3, v3, add, values, out, lse, keep = ctx.saved_tensors
+        alpha, scale, block, h, pairs = ctx.alpha, ctx.scale, ctx.block, ctx.heads, ctx.pairs
+        bias = None if pairs is None else (pairs, values)
         bh, i, d = qa.shape
         acc = lse.dtype
         with torch.autocast(qa.device.type, enabled=False):
@@ -173,14 +204,22 @@ class _Blocks(torch.autograd.Function):
             dq = torch.empty_like(qa)
             dk, dv = torch.zeros(k3.shape, dtype=acc), torch.zeros(v3.shape, dtype=acc)
             dadd = _grad_buffer(add, acc) if ctx.needs_input_grad[3] else None
+            dvalues = torch.empty(values.shape, dtype=acc) if ctx.needs_input_grad[4] else None
             for start in range(0, i, block):
                 rows = slice(start, min(start + block, i))
-                w = _scores(qa, kt, add, rows, h, acc).sub_(lse[:, rows]).exp_()
-                kept, do = keep[:, rows].view(torch.uint8).to(acc), dos[:, rows]
-                dv += torch.bmm((w * kept).to(v3.dtype).transpose(1, 2), do).to(acc)
-                ds = torch.bmm(do, vt).to(acc).mul_(kept).sub_(D[:, rows]).mul_(w)
+                w = _scores(qa, kt, add, bias, rows, h, acc).sub_(lse[:, rows]).exp_()
+                do = dos[:, rows]
+                if keep is None:
+                    dv += torch.bmm(w.to(v3.dtype).transpose(1, 2), do).to(acc)
+                    ds = torch.bmm(do, vt).to(acc).sub_(D[:, rows]).mul_(w)
+                else:
+                    kept = keep[:, rows].view(torch.uint8).to(acc)
+                    dv += torch.bmm((w * kept).to(v3.dtype).transpose(1, 2), do).to(acc)
+                    ds = torch.bmm(do, vt).to(acc).mul_(kept).sub_(D[:, rows]).mul_(w)
                 if dadd is not None:
                     _accumulate(dadd, ds, rows, h)
+                if dvalues is not None:
+                    _pair_grad(dvalues, ds, pairs, rows, h)
                 ds = ds.to(qa.dtype)
                 dq[:, rows] = torch.bmm(ds, k3)
                 dk += torch.bmm(ds.transpose(1, 2), qa[:, rows]).to(acc)
@@ -191,5 +230,6 @@ class _Blocks(torch.autograd.Function):
                 dk.view(b, h, *k3.shape[1:]).to(dk_t),
                 dv.view(b, h, *v3.shape[1:]).to(dv_t),
                 None if dadd is None else dadd.to(add.dtype),
+                None if dvalues is None else dvalues.to(values.dtype),
             )
-        return (*grads, None, None, None)
+        return (*grads, None, None, None, None)

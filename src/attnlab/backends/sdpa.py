@@ -24,6 +24,7 @@ from torch import Tensor
 from ..dropout import dropout, fast_path
 from ..functional import Normalization, Score
 from ..masks import Causal
+from ..pair_bias import PairBias
 from .base import BACKENDS, Backend, Problem
 from .dropout_blocks import attention_with_dropout
 
@@ -69,6 +70,7 @@ def _float32_on_cpu(p: Problem) -> bool:
 @BACKENDS.register("sdpa")
 class SDPABackend(Backend):
     name = "sdpa"
+    takes_pair_bias = True  # the block kernel adds it at its pairs (_pairs_in_blocks)
 
     def refuses(self, score: Score, normalize: Normalization) -> str | None:
         if score.fused_scale(1) is None or normalize.name != "softmax":
@@ -85,6 +87,10 @@ class SDPABackend(Backend):
         return reason
 
     def __call__(self, p: Problem) -> tuple[Tensor, Tensor | None]:
+        if isinstance(p.bias, PairBias):
+            if _pairs_in_blocks(p):  # added at its pairs only, with or without dropout
+                return _math_with_dropout(p, blocks=True), None
+            p = replace(p, bias=p.bias.dense())
         if p.dropout > 0 and fast_path(p.q):  # SDPA's math path (module docstring)
             return _math_with_dropout(p), None
         if _float32_on_cpu(p):
@@ -114,6 +120,12 @@ class SDPABackend(Backend):
         return _zero_empty_rows(out, mask), None
 
 
+def _pairs_in_blocks(p: Problem) -> bool:
+    """Whether ``p``'s :class:`~attnlab.pair_bias.PairBias` is added by the block kernel (eager,
+    on a CPU, without a mask), which reads it at its pairs only; elsewhere it is made dense."""
+    return fast_path(p.q) and not torch.compiler.is_compiling() and p.mask is None
+
+
 # With attention dropout, queries in blocks (eager) against the weights materialised, forward +
 # backward with a key-padding mask: 0.6-0.9x as fast up to 4.2M weights (b h i j), 1.4-2.9x from
 # 16.8M (``python benchmarks/bench_core.py --only dropout``; BENCHMARKS.md).
@@ -135,7 +147,12 @@ def _math_with_dropout(p: Problem, blocks: bool | None = None) -> Tensor:
     d, e = p.q.shape[-1], p.v.shape[-1]
     dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else p.q.dtype
     mask = p.dense_mask()  # broadcastable to (b, h, i, j), or None
-    add = None if p.bias is None else p.bias.to(dtype)
+    if blocks is None:  # a Python loop of blocks: eager only, and where it pays
+        blocks = not torch.compiler.is_compiling() and b * h * i * j >= DROPOUT_BLOCKS_FROM
+    if isinstance(p.bias, PairBias) and (not blocks or mask is not None):
+        p = replace(p, bias=p.bias.dense())
+    pairs = isinstance(p.bias, PairBias)  # kept as values at pairs (float32 or finer)
+    add = None if p.bias is None or pairs else p.bias.to(dtype)
     if mask is not None:
         low = torch.finfo(dtype).min
         add = torch.zeros((), dtype=dtype) if add is None else add
@@ -143,11 +160,10 @@ def _math_with_dropout(p: Problem, blocks: bool | None = None) -> Tensor:
     while add is not None and add.dim() < 4:
         add = add.unsqueeze(0)
     alpha = p.score.fused_scale(d)
-    if blocks is None:  # a Python loop of blocks: eager only, and where it pays
-        blocks = not torch.compiler.is_compiling() and b * h * i * j >= DROPOUT_BLOCKS_FROM
     if blocks:
         compute = torch.float32 if _float32_on_cpu(p) else dtype  # as without dropout
         q, k, v = (t.to(compute) for t in (p.q, p.k, p.v))
+        add = p.bias if pairs else add
         out = attention_with_dropout(q, k, v, add, p.dropout, alpha).to(dtype)
         return _zero_empty_rows(out, mask)
     q = p.q.reshape(b * h, i, d)
