@@ -180,6 +180,8 @@ class MultiHeadAttention(nn.Module):
             kv_len = offset + k.shape[2]
             positional.check_length(max(offset + n, kv_len))
             scores_bias = positional.score_bias(n, kv_len, q_offset=offset)
+            if isinstance(bias, PairBias):  # made dense by the sum: its size checked first
+                bias.check(n, kv_len, self.heads)
             bias = scores_bias if bias is None else bias + scores_bias
         out, weights, ran = run_kernel(
             self.kernel, q, k, v, mask=mask, bias=bias, need_weights=need_weights,

@@ -386,11 +386,7 @@ def check_bias(bias: Tensor, batch: int, heads: int | None, q_len: int, kv_len: 
     (sizes of 1 broadcast; the same shapes as a mask, the ambiguous ``(b, j)`` refused), or a
     :class:`~attnlab.pair_bias.PairBias` of ``(i, j)`` scores and 1 or ``heads`` heads."""
     if isinstance(bias, PairBias):
-        if (bias.queries, bias.keys) != (q_len, kv_len):
-            raise ValueError(f"bias: a PairBias of ({bias.queries}, {bias.keys}) scores for "
-                             f"(i, j) = ({q_len}, {kv_len})")  # fmt: skip
-        if heads is not None and bias.heads not in (1, heads):
-            raise ValueError(f"bias: a PairBias of {bias.heads} heads for {heads} heads")
+        bias.check(q_len, kv_len, heads)
         return
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__

@@ -41,12 +41,15 @@ class PairBias:
     values: Tensor
     queries: int
     keys: int
-    _bounds: dict = field(default_factory=dict, repr=False, compare=False)
+    # per (start, stop) of a block: its slice of the pairs and their places (rows()); not an
+    # init field, so that a copy made by dataclasses.replace starts its own
+    _bounds: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index, values = self.index, self.values
         if not isinstance(index, Tensor) or index.dim() != 1 or index.dtype != torch.int64:
-            got = f"{index.dtype} {tuple(index.shape)}" if isinstance(index, Tensor) else index
+            got = (f"{index.dtype} {tuple(index.shape)}" if isinstance(index, Tensor)
+                   else type(index).__name__)  # fmt: skip
             raise ValueError(f"index: expected a 1-D int64 tensor of flat pairs, got {got}")
         if not isinstance(values, Tensor) or values.dim() != 2 or not values.is_floating_point():
             got = (f"{values.dtype} {tuple(values.shape)}" if isinstance(values, Tensor)
@@ -55,16 +58,32 @@ class PairBias:
         if values.shape[1] != index.numel():
             raise ValueError(f"values: expected {index.numel()} columns, one per pair of index, "
                              f"got shape {tuple(values.shape)}")  # fmt: skip
-        if self.queries < 1 or self.keys < 1:
-            raise ValueError(f"queries, keys: expected positive sizes, got {self.queries}, "
-                             f"{self.keys}")  # fmt: skip
+        if values.device != index.device:
+            raise ValueError(f"values: expected index's device {index.device}, got "
+                             f"{values.device}")  # fmt: skip
+        sizes = (self.queries, self.keys)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+            raise ValueError(f"queries, keys: expected positive ints, got {sizes!r}")
         if index.numel():
             first, last = int(index[0]), int(index[-1])
             if first < 0 or last >= self.queries * self.keys:
                 raise ValueError(f"index: pairs must lie in [0, {self.queries * self.keys}) "
                                  f"(queries x keys), got {first} to {last}")  # fmt: skip
-            if index.numel() > 1 and not bool((index[1:] > index[:-1]).all()):
-                raise ValueError("index: pairs must be strictly increasing (sorted, distinct)")
+            bad = (index[1:] <= index[:-1]).nonzero()
+            if bad.numel():
+                at = int(bad[0])
+                raise ValueError("index: pairs must be strictly increasing (sorted, distinct); "
+                                 f"got {int(index[at])} then {int(index[at + 1])} at "
+                                 f"{at}, {at + 1}")  # fmt: skip
+
+    def check(self, queries: int, keys: int, heads: int | None = None) -> None:
+        """Raise ``ValueError`` unless this bias is for ``(queries, keys)`` scores and its
+        values' heads are 1 or ``heads`` (None: any)."""
+        if (self.queries, self.keys) != (queries, keys):
+            raise ValueError(f"bias: a PairBias of ({self.queries}, {self.keys}) scores for "
+                             f"(i, j) = ({queries}, {keys})")  # fmt: skip
+        if heads is not None and self.heads not in (1, heads):
+            raise ValueError(f"bias: a PairBias of {self.heads} heads for {heads} heads")
 
     @property
     def heads(self) -> int:
@@ -100,6 +119,8 @@ class PairBias:
         return got
 
     def __add__(self, other: Tensor) -> Tensor:
+        if not isinstance(other, Tensor):
+            return NotImplemented
         return self.dense(torch.promote_types(self.values.dtype, other.dtype)) + other
 
     __radd__ = __add__

@@ -33,13 +33,11 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 
 from torch import Tensor
 
 from ..masks import Dense, Mask
 from ..masks.block_cache import uses_compiled_builder
-from ..pair_bias import PairBias
 from .base import BACKENDS, Backend, Problem
 
 # Importing a backend's module registers it in BACKENDS (listed by name, sorted).
@@ -175,8 +173,8 @@ def run_backend(name: str, p: Problem) -> tuple[Tensor, Tensor | None, str]:
             f"backend {backend.name!r}{chosen} cannot compute this request: {reason}. "
             f"{backend.advice(p)}"
         )
-    if isinstance(p.bias, PairBias) and not backend.takes_pair_bias:
-        p = replace(p, bias=p.bias.dense())
+    if not backend.takes_pair_bias:
+        p = p.with_dense_bias()
     try:
         out, weights = backend(p)
     except FlexRecompileLimit as err:

@@ -6,7 +6,7 @@ Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -44,6 +44,17 @@ class Problem:
         return torch.is_grad_enabled() and any(
             t.requires_grad for t in (self.q, self.k, self.v, self.bias) if t is not None
         )
+
+    def with_dense_bias(self) -> Problem:
+        """This problem with a :class:`~attnlab.pair_bias.PairBias` made dense, in the dtype
+        the scores are computed in (autocast's, else ``q``'s), for backends that add only
+        dense biases."""
+        if not isinstance(self.bias, PairBias):
+            return self
+        device = self.q.device.type
+        low = torch.is_autocast_enabled(device)
+        dtype = torch.get_autocast_dtype(device) if low else self.q.dtype
+        return replace(self, bias=self.bias.dense(dtype))
 
     def dense_mask(self) -> Tensor | None:
         if self.mask is None or isinstance(self.mask, Tensor):

@@ -91,6 +91,7 @@ def attention_with_dropout(
     b, h, i, _ = q.shape
     pairs = add if isinstance(add, PairBias) else None
     if pairs is not None:
+        pairs.check(i, k.shape[2], h)  # each block writes its pairs' gradient, so all of them
         add = None
     elif add is not None and not add.dtype.is_floating_point:
         raise TypeError(f"add: expected a floating-point tensor, got {add.dtype}")

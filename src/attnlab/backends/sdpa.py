@@ -9,6 +9,9 @@ path, Cora's full-attention training step 2.9x); below, and under ``torch.compil
 cannot trace that loop), it materialises the weights as SDPA does (:func:`_math_with_dropout`).
 Both draw :mod:`attnlab.dropout`'s mask, and both equal the reference without dropout, and the
 materialised computation with the same mask, to 1e-12 in float64 (``tests/test_backends.py``).
+A :class:`~attnlab.pair_bias.PairBias` goes to the blocks from the same size, with or without
+dropout (eager, on a CPU, without a mask), which add it at its pairs; anywhere else it is made
+dense (:meth:`~.base.Problem.with_dense_bias`).
 
 Legend: ``b`` batch, ``h`` heads, ``i`` query positions, ``j`` key positions, ``d`` head dim.
 """
@@ -90,7 +93,7 @@ class SDPABackend(Backend):
         if isinstance(p.bias, PairBias):
             if _pairs_in_blocks(p):  # added at its pairs only, with or without dropout
                 return _math_with_dropout(p, blocks=True), None
-            p = replace(p, bias=p.bias.dense())
+            p = p.with_dense_bias()
         if p.dropout > 0 and fast_path(p.q):  # SDPA's math path (module docstring)
             return _math_with_dropout(p), None
         if _float32_on_cpu(p):
@@ -121,9 +124,13 @@ class SDPABackend(Backend):
 
 
 def _pairs_in_blocks(p: Problem) -> bool:
-    """Whether ``p``'s :class:`~attnlab.pair_bias.PairBias` is added by the block kernel (eager,
-    on a CPU, without a mask), which reads it at its pairs only; elsewhere it is made dense."""
-    return fast_path(p.q) and not torch.compiler.is_compiling() and p.mask is None
+    """Whether ``p``'s :class:`~attnlab.pair_bias.PairBias` is added by the block kernel, which
+    reads it at its pairs only: eager, on a CPU, without a mask, from
+    :data:`DROPOUT_BLOCKS_FROM` weights (with or without dropout: below, a dense bias and the
+    fused kernel or the materialised weights are faster). Elsewhere it is made dense."""
+    b, h, i, j = p.shape
+    return (fast_path(p.q) and not torch.compiler.is_compiling() and p.mask is None
+            and b * h * i * j >= DROPOUT_BLOCKS_FROM)  # fmt: skip
 
 
 # With attention dropout, queries in blocks (eager) against the weights materialised, forward +
@@ -137,7 +144,8 @@ def _math_with_dropout(p: Problem, blocks: bool | None = None) -> Tensor:
     :func:`attnlab.dropout.dropout`'s mask on the weights: in blocks of queries
     (:func:`.dropout_blocks.attention_with_dropout`) if ``blocks`` (default: when eager and
     there are at least :data:`DROPOUT_BLOCKS_FROM` weights), else materialised (SDPA's math
-    path; under ``torch.compile``).
+    path; under ``torch.compile``). Also without dropout (``p.dropout == 0``), for a
+    :class:`~attnlab.pair_bias.PairBias` that the blocks add at its pairs (:func:`_pairs_in_blocks`).
 
     Forbidden pairs get the compute dtype's lowest finite score, added to the scores, so a
     query with no allowed key has uniform weights instead of NaN, and then a zero output (as
@@ -149,8 +157,8 @@ def _math_with_dropout(p: Problem, blocks: bool | None = None) -> Tensor:
     mask = p.dense_mask()  # broadcastable to (b, h, i, j), or None
     if blocks is None:  # a Python loop of blocks: eager only, and where it pays
         blocks = not torch.compiler.is_compiling() and b * h * i * j >= DROPOUT_BLOCKS_FROM
-    if isinstance(p.bias, PairBias) and (not blocks or mask is not None):
-        p = replace(p, bias=p.bias.dense())
+    if not blocks or mask is not None:
+        p = p.with_dense_bias()
     pairs = isinstance(p.bias, PairBias)  # kept as values at pairs (float32 or finer)
     add = None if p.bias is None or pairs else p.bias.to(dtype)
     if mask is not None:

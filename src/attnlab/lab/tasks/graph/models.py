@@ -289,10 +289,10 @@ def _bias_places(edges: Tensor, n: int) -> tuple[Tensor, Tensor]:
 
 def _edge_bias(places: Tensor, own: Tensor, bias: Tensor, n: int) -> PairBias:
     """``bias`` ``(2, h)`` (edge, self) -> the pair bias of :func:`_bias_places`: ``log n +
-    bias[0, h]`` at an edge, ``log n + bias[1, h]`` on the diagonal. Added at those pairs only
-    by the block kernel (:class:`~attnlab.pair_bias.PairBias`): as a dense ``(h, n, n)``
-    tensor it was built, added and its gradient written whole in every layer, 0.4 s of Cora's
-    1.3 s step."""
+    bias[0, h]`` at an edge, ``log n + bias[1, h]`` on the diagonal. On a CPU the block kernel
+    adds it at those pairs only (:class:`~attnlab.pair_bias.PairBias`; elsewhere, e.g. with the
+    weights asked for, it is made dense): as a dense ``(h, n, n)`` tensor it was built, added
+    and its gradient written whole in every layer, 0.4 s of Cora's 1.3 s step."""
     values = (bias + math.log(n))[own].T  # (h, P), float32: log n + b unrounded
     return PairBias(places, values, n, n)
 
