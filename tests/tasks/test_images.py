@@ -194,3 +194,22 @@ def test_fashion_splits_and_a_nested_subset() -> None:
     assert {e.name for e in task.splits()["dev"]} == dev  # the same fixed dev split
     batch = task.collate(splits["train"][:4])
     assert batch["images"].shape == (4, 1, 28, 28) and batch["labels"].shape == (4,)
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+    reason="Debian's dataset-fashion-mnist is not installed (apt-get install dataset-fashion-mnist)",
+)
+def test_claim_10s_full_subsets_are_class_balanced_subsets_of_fashion() -> None:
+    """The report's full budget trains on these sizes; one a balanced subset cannot reach fails
+    the job before training (55,000 did)."""
+    from attnlab.lab.report.claims_data import DataEfficiency
+    from attnlab.lab.tasks.images import FashionTask
+
+    task = FashionTask()
+    for size in DataEfficiency.SIZES["full"]:
+        task.setup({"train_size": size})
+        labels = torch.tensor([e.label for e in task.splits()["train"]])
+        assert torch.bincount(labels).tolist() == [size // 10] * 10
+    with pytest.raises(ValueError, match="use a size of at most 54710"):
+        task.setup({"train_size": 55000})
