@@ -51,3 +51,26 @@ def test_a_corrupt_result_is_one_line_naming_its_file(tmp_path, capsys):
     (job_dir(out, job) / "result.json").write_text('{"key": "')
     assert main(["report", "--collect", str(out)]) == 2
     assert f"{job_dir(out, job) / 'result.json'}: not a job result" in _one_line(capsys)
+
+
+def test_check_sets_up_each_job_without_training_or_writing(tmp_path, capsys, monkeypatch):
+    """``--check`` (claim 10 in the smoke budget: 8x8 digits, which scikit-learn ships) sets up
+    each unfinished variant once and writes nothing; a size that no class-balanced subset
+    reaches is a FAIL line naming the job and the error, and exit status 1."""
+    from attnlab.lab.report.claims_data import DataEfficiency
+
+    out = tmp_path / "r"
+    assert _report(out, "--claims", "10", "--check") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.rsplit(" (", 1)[0] for line in lines[:-1]) == sorted(
+        f"ok   digits: {model}, {n} images"
+        for n in DataEfficiency.SIZES["smoke"] for model in ("CNN", "self-attention (patches)")
+    )  # fmt: skip
+    assert lines[-1] == "check: 6 of 6 set up"
+    assert "(train 64, dev 180, test 359)" in "".join(lines)
+    assert not out.exists()
+    monkeypatch.setitem(DataEfficiency.SIZES, "smoke", (64, 50_000))
+    assert _report(out, "--claims", "10", "--check") == 1
+    printed = capsys.readouterr().out
+    assert "FAIL digits: CNN, 50,000 images: ValueError: task_options.train_size=50000" in printed
+    assert printed.splitlines()[-1] == "check: 2 of 4 set up; 2 failed"

@@ -204,7 +204,8 @@ def _report(args: argparse.Namespace) -> int:
     from attnlab.lab.report import report_command
 
     return report_command(budget=args.budget, claims=args.claims, out=args.out, jobs=args.jobs,
-                          shard_spec=args.shard, executor=args.executor, collect=args.collect)  # fmt: skip
+                          shard_spec=args.shard, executor=args.executor, collect=args.collect,
+                          check=args.check)  # fmt: skip
 
 
 def _show(args: argparse.Namespace, rest: list[str]) -> int:
@@ -350,8 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = add(sub, "report", help="the lecture's claims, each run as an experiment: one report "
              "(report.html, report.md, results.jsonl)")  # fmt: skip
     rp.add_argument("--budget", default="quick", choices=("smoke", "quick", "full"),
-                    help="smoke: the plumbing only (about 2 min); quick: about 30 min on 2 "
-                    "cores; full: the recipes, 3 seeds (hours, resumable)")  # fmt: skip
+                    help="smoke: the plumbing only (about 2 min); quick: about 20 min on 2 "
+                    "cores; full: the recipes, 3 seeds (days, resumable)")  # fmt: skip
     rp.add_argument("--claims", nargs="+", metavar="NAME",
                     help="only these claims (names or numbers; default: all)")  # fmt: skip
     rp.add_argument("--out", default="report", help="the report's directory (default: report)")
@@ -362,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local processes, or a Ray cluster (RAY_ADDRESS; pip install ray)")  # fmt: skip
     rp.add_argument("--collect", metavar="DIR",
                     help="render the report in DIR from what has finished, running nothing")  # fmt: skip
+    rp.add_argument("--check", action="store_true",
+                    help="set up every job that has not finished (data, model, optimiser) "
+                    "without training, a line each; exit 1 if one fails")  # fmt: skip
     rp.set_defaults(func=_report)
 
     da = add(sub, "data", help="datasets: list, fetch, make")
