@@ -256,8 +256,10 @@ def test_lra_accuracy_reads_its_jobs_back_and_the_chart_draws_this_commands(
 def test_lra_accuracy_runs_claim_14s_jobs_at_its_setting() -> None:
     """With the quick budget's sizes, lra.py's runs are the report's: one definition of each
     kernel's options (claims_lra.kernel_options)."""
+    quick = dict(o.removeprefix("--").split("=", 1) for o in BUDGETS["quick"].options["listops"]
+                 if "=" in o)  # fmt: skip
     args = argparse.Namespace(train=2000, dev=200, test=200, min_length=100, max_length=300,
-                              max_steps=100, batch=32, seed=0,
+                              max_steps=int(quick["train.max_steps"]), batch=32, seed=0,
                               extra=["--train.epochs=5"])  # fmt: skip
     claim = EfficientKernels().jobs(BUDGETS["quick"])
     mine = [lra.accuracy_job(args, spec) for spec in ["exact", *KERNELS]]
