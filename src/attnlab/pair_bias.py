@@ -94,10 +94,6 @@ class PairBias:
     def requires_grad(self) -> bool:
         return self.values.requires_grad
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
     def dense(self, dtype: torch.dtype | None = None) -> Tensor:
         """The bias as a ``(1, heads, queries, keys)`` tensor in ``dtype`` (default the
         values'), differentiable in :attr:`values` (its gradient is read at the pairs)."""

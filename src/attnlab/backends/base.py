@@ -51,10 +51,14 @@ class Problem:
         dense biases."""
         if not isinstance(self.bias, PairBias):
             return self
+        return replace(self, bias=self.bias.dense(self.compute_dtype))
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype the scores are computed in: autocast's on ``q``'s device, else ``q``'s."""
         device = self.q.device.type
         low = torch.is_autocast_enabled(device)
-        dtype = torch.get_autocast_dtype(device) if low else self.q.dtype
-        return replace(self, bias=self.bias.dense(dtype))
+        return torch.get_autocast_dtype(device) if low else self.q.dtype
 
     def dense_mask(self) -> Tensor | None:
         if self.mask is None or isinstance(self.mask, Tensor):

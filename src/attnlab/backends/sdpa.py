@@ -128,9 +128,14 @@ def _pairs_in_blocks(p: Problem) -> bool:
     reads it at its pairs only: eager, on a CPU, without a mask, from
     :data:`DROPOUT_BLOCKS_FROM` weights (with or without dropout: below, a dense bias and the
     fused kernel or the materialised weights are faster). Elsewhere it is made dense."""
+    return fast_path(p.q) and p.mask is None and _blocks_pay(p)
+
+
+def _blocks_pay(p: Problem) -> bool:
+    """Whether the block kernel's Python loop runs for ``p``: eager, from
+    :data:`DROPOUT_BLOCKS_FROM` weights."""
     b, h, i, j = p.shape
-    return (fast_path(p.q) and not torch.compiler.is_compiling() and p.mask is None
-            and b * h * i * j >= DROPOUT_BLOCKS_FROM)  # fmt: skip
+    return not torch.compiler.is_compiling() and b * h * i * j >= DROPOUT_BLOCKS_FROM
 
 
 # With attention dropout, queries in blocks (eager) against the weights materialised, forward +
@@ -153,10 +158,10 @@ def _math_with_dropout(p: Problem, blocks: bool | None = None) -> Tensor:
     """
     b, h, i, j = p.shape
     d, e = p.q.shape[-1], p.v.shape[-1]
-    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else p.q.dtype
+    dtype = p.compute_dtype
     mask = p.dense_mask()  # broadcastable to (b, h, i, j), or None
     if blocks is None:  # a Python loop of blocks: eager only, and where it pays
-        blocks = not torch.compiler.is_compiling() and b * h * i * j >= DROPOUT_BLOCKS_FROM
+        blocks = _blocks_pay(p)
     if not blocks or mask is not None:
         p = p.with_dense_bias()
     pairs = isinstance(p.bias, PairBias)  # kept as values at pairs (float32 or finer)
