@@ -30,6 +30,7 @@ import torch
 from attnlab.lab.train.atomic import atomic_write_text
 
 from .budgets import BUDGETS
+from .check import check_jobs
 from .claim import Claim, claims_plan, timed_keys
 from .claims import select
 from .jobs import Job, JobResult, job_dir, read_result, shard, with_inits, write_result
@@ -37,7 +38,7 @@ from .jobs import Job, JobResult, job_dir, read_result, shard, with_inits, write
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["check_jobs", "report_command", "run_jobs", "run_one"]
+__all__ = ["report_command", "run_jobs", "run_one"]
 
 EXECUTORS = ("local", "ray")
 
@@ -55,7 +56,7 @@ def report_command(
 ) -> int:
     """Run what is missing of the report in ``out`` and render it (module docstring); return
     the exit status. Errors of the user's making raise ``ValueError`` with one line. ``check``:
-    set up each job that has not finished instead (:func:`check_jobs`), writing nothing in
+    set up each job that has not finished instead (:func:`~.check.check_jobs`), writing nothing in
     ``out``."""
     from .render import render
 
@@ -91,42 +92,6 @@ def report_command(
         _run_local(todo, out, jobs, alone=timed_keys(chosen, BUDGETS[budget]))
     print(render(out, BUDGETS[budget], chosen))
     return 0
-
-
-def check_jobs(jobs: Sequence[Job]) -> int:
-    """Set up each of ``jobs`` as its run would (its data, model and optimiser; in a scratch
-    directory, training nothing; the seeds of one variant once) and print a line for each:
-    ``ok`` with its splits' sizes, or ``FAIL`` with the error. A days-long report then stops on
-    none of these at its hundredth job. A job that starts from another's checkpoint is set
-    up from scratch (that checkpoint is read when it runs). Returns 0 if all set up, else 1."""
-    import tempfile
-
-    from attnlab.lab.train import Trainer
-    from attnlab.lab.train.config import resolve_config
-
-    seen, failed = set(), 0
-    with tempfile.TemporaryDirectory(prefix="attnlab-check-") as scratch:
-        for job in jobs:
-            if (job.task, job.options) in seen:
-                continue
-            seen.add((job.task, job.options))
-            name = f"{job.task}: {job.label or job.key}"
-            try:
-                cfg = resolve_config(task=job.task,
-                                     overrides=[*job.options, f"--train.seed={job.seed}"])  # fmt: skip
-                cfg.out_dir = str(Path(scratch) / job.key)
-                trainer = Trainer(cfg.task, cfg, progress=False)
-                sizes = {k: len(v) for k, v in trainer.task.splits().items()}
-                trainer.close(barrier=False)
-            except Exception as err:  # noqa: BLE001: each job's error is the report
-                failed += 1
-                print(f"FAIL {name}: {type(err).__name__}: {err}", flush=True)
-                continue
-            print(f"ok   {name} ({', '.join(f'{k} {n:,}' for k, n in sizes.items())})",
-                  flush=True)  # fmt: skip
-    print(f"check: {len(seen) - failed} of {len(seen)} set up"
-          + (f"; {failed} failed" if failed else ""))  # fmt: skip
-    return 1 if failed else 0
 
 
 def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> list[JobResult]:
