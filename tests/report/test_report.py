@@ -3,6 +3,7 @@ data mirror; skipped without it): the pages, resuming, shards, and one-line erro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import torch
 from attnlab.lab.cli import main
 from attnlab.lab.report import run as report_run
 from attnlab.lab.report.claims import BUDGETS, CLAIMS, PositionalEncodings
-from attnlab.lab.report.jobs import Job, read_results, shard
+from attnlab.lab.report.jobs import Job, read_results, shard, write_results
 from attnlab.lab.tasks.registry import TASKS
 from attnlab.lab.train import RunError
 from attnlab.lab.train.config import resolve_config
@@ -284,6 +285,42 @@ def test_the_smoke_reports_fine_tuned_tagger_starts_from_its_pre_training(smoke)
     assert md.index(f"--out_dir=runs/{mlm[0].key}") < md.index(f"--model.init=runs/{mlm[0].key}")
     claim_3 = md[md.index("## 3.") : md.index("## 4.")]  # its provenance counts the pre-training
     assert f"{mlm[0].label} s0 " in claim_3.split("**Provenance.**")[1]
+
+
+def test_a_report_continues_from_another_reports_results(smoke, tmp_path, monkeypatch, capsys):
+    """--from-results: another report's results.jsonl (the committed pages') counts as finished
+    by key; a job that starts from a pre-training whose checkpoint is not there runs it again,
+    first; --check sets up the same jobs and writes nothing."""
+    results = read_results(smoke / "results.jsonl")
+    mlm = next(r for r in results if r.task == "mlm")
+    tuned = next(r for r in results if "pre-trained" in r.label)
+    stranger = dataclasses.replace(results[0], key="0" * 16)  # another recipe's job
+    given = tmp_path / "given.jsonl"
+    write_results(given, [*(r for r in results if r.key != tuned.key), stranger])
+    checked = []
+    monkeypatch.setattr(report_run, "check_jobs", lambda jobs: checked.extend(jobs) or 0)
+    assert _report(tmp_path / "checked", "--from-results", str(given), "--check") == 0
+    assert [j.key for j in checked] == [mlm.key, tuned.key]
+    assert not (tmp_path / "checked").exists()
+    ran = []
+
+    def run_one(job: Job, out: Path) -> None:
+        assert report_run.read_result(out, job) is None  # a result taken is not kept
+        ran.append(job.key)
+
+    monkeypatch.setattr(report_run, "run_one", run_one)
+    out = tmp_path / "continued"
+    capsys.readouterr()
+    assert _report(out, "--from-results", str(given)) == 0
+    assert ran == [mlm.key, tuned.key]
+    printed = capsys.readouterr().out
+    assert (f"{len(results) - 1} finished jobs taken from {given} (1 of its results are no "
+            "job of this report)") in printed  # fmt: skip
+    assert f"job {mlm.label} runs again" in printed
+    assert _scores(out) == {k: v for k, v in _scores(smoke).items()
+                            if k not in (mlm.key, tuned.key)}  # fmt: skip
+    assert _report(out, "--from-results", str(given)) == 0  # those recorded are not taken again;
+    assert capsys.readouterr().out.startswith("1 finished jobs taken")  # the stub left mlm
 
 
 def test_a_bad_job_option_names_itself():

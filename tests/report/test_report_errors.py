@@ -36,6 +36,15 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     for jobs in ("0", "1000"):  # more processes than cores would oversubscribe them
         assert _report(tmp_path / "c", "--claims", "scores", "--jobs", jobs) == 2
         assert "--jobs: expected 1 to " in _one_line(capsys)
+    missing = tmp_path / "none.jsonl"
+    assert _report(tmp_path / "d", "--claims", "scores", "--from-results", str(missing)) == 2
+    assert f"--from-results: cannot read {missing}: No such file" in _one_line(capsys)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert _report(tmp_path / "d", "--claims", "scores", "--from-results", str(bad)) == 2
+    assert f"{bad}, line 1: not a job result" in _one_line(capsys)
+    assert main(["report", "--collect", str(tmp_path), "--from-results", str(bad)]) == 2
+    assert "--from-results: continues a report that runs" in _one_line(capsys)
 
 
 def test_a_corrupt_result_is_one_line_naming_its_file(tmp_path, capsys):

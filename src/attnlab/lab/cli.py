@@ -205,7 +205,7 @@ def _report(args: argparse.Namespace) -> int:
 
     return report_command(budget=args.budget, claims=args.claims, out=args.out, jobs=args.jobs,
                           shard_spec=args.shard, executor=args.executor, collect=args.collect,
-                          check=args.check)  # fmt: skip
+                          check=args.check, from_results=args.from_results)  # fmt: skip
 
 
 def _show(args: argparse.Namespace, rest: list[str]) -> int:
@@ -366,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--check", action="store_true",
                     help="set up every job that has not finished (data, model, optimiser) "
                     "without training, a line each; exit 1 if one fails")  # fmt: skip
+    rp.add_argument("--from-results", metavar="FILE",
+                    help="count the jobs whose results FILE holds (a report's results.jsonl, "
+                    "e.g. docs/report/full/results.jsonl) as finished, and run the rest")  # fmt: skip
     rp.set_defaults(func=_report)
 
     da = add(sub, "data", help="datasets: list, fetch, make")

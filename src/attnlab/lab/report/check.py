@@ -35,7 +35,7 @@ def check_jobs(jobs: Sequence[Job]) -> int:
                 trainer = Trainer(cfg.task, cfg, progress=False)
                 sizes = {k: len(v) for k, v in trainer.task.splits().items()}
                 trainer.close(barrier=False)
-            except Exception as err:  # noqa: BLE001: each job's error is the report
+            except Exception as err:  # noqa: BLE001 (each job's error is the report)
                 failed += 1
                 print(f"FAIL {name}: {type(err).__name__}: {err}", flush=True)
                 continue

@@ -30,6 +30,8 @@ from attnlab.lab.train.config import resolve_config
 __all__ = [
     "Job",
     "JobResult",
+    "import_results",
+    "lost_inits",
     "read_result",
     "read_results",
     "write_results",
@@ -171,6 +173,51 @@ def write_results(path: Path, results: Iterable[JobResult]) -> None:
     """``results.jsonl``: one result a line, by key; written atomically."""
     atomic_write_text(path, "".join(json.dumps(asdict(r), sort_keys=True) + "\n"
                                     for r in sorted(results, key=lambda r: r.key)))  # fmt: skip
+
+
+def import_results(
+    out: Path, jobs: Sequence[Job], path: Path, *, record: bool = True
+) -> tuple[set[str], int]:
+    """Record in ``out`` the results in ``path`` (another report's ``results.jsonl``, such as
+    the pages committed under docs/report/) of those of ``jobs`` that have not finished there,
+    as if they had run there (``record=False``: only say which). A result is a job's by its
+    key, so one of another recipe or budget is not taken. Their runs (the checkpoints) are not
+    in the file: a job that starts from one of them runs it again first (:func:`lost_inits`).
+    Returns the keys taken, and how many results in ``path`` are no job of ``jobs``.
+
+    Raises:
+        ValueError: ``path`` cannot be read or holds a line that is not a result.
+    """
+    try:
+        results = read_results(path)
+    except OSError as error:
+        raise ValueError(f"--from-results: cannot read {path}: {error.strerror or error}") from None
+    keyed = {job.key: job for job in jobs}
+    taken = set()
+    for result in results:
+        job = keyed.get(result.key)
+        if job is None or read_result(out, job) is not None:
+            continue
+        taken.add(job.key)
+        if record:
+            job_dir(out, job).mkdir(parents=True, exist_ok=True)
+            atomic_write_text(job_dir(out, job) / "result.json",
+                              json.dumps(asdict(result), sort_keys=True))  # fmt: skip
+    return taken, sum(r.key not in keyed for r in results)
+
+
+def lost_inits(out: Path, todo: Sequence[Job], taken: Iterable[str] = ()) -> list[Job]:
+    """The ``init`` jobs that jobs of ``todo`` start from whose results are in ``out``, or
+    ``taken`` (:func:`import_results`), without their checkpoints: each must run again, before
+    them."""
+    taken, lost = set(taken), {}
+    for job in todo:
+        for step in job.chain()[:-1]:
+            saved = [job_dir(out, step) / name for name in ("best.pt", "last.pt")]
+            finished = step.key in taken or read_result(out, step) is not None
+            if finished and not any(p.exists() for p in saved):
+                lost.setdefault(step.key, step)
+    return list(lost.values())
 
 
 def with_inits(jobs: Iterable[Job]) -> list[Job]:

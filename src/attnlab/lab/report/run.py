@@ -33,7 +33,17 @@ from .budgets import BUDGETS
 from .check import check_jobs
 from .claim import Claim, claims_plan, timed_keys
 from .claims import select
-from .jobs import Job, JobResult, job_dir, read_result, shard, with_inits, write_result
+from .jobs import (
+    Job,
+    JobResult,
+    import_results,
+    job_dir,
+    lost_inits,
+    read_result,
+    shard,
+    with_inits,
+    write_result,
+)
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -53,13 +63,17 @@ def report_command(
     executor: str = "local",
     collect: str | Path | None = None,
     check: bool = False,
+    from_results: str | Path | None = None,
 ) -> int:
     """Run what is missing of the report in ``out`` and render it (module docstring); return
     the exit status. Errors of the user's making raise ``ValueError`` with one line. ``check``:
     set up each job that has not finished instead (:func:`~.check.check_jobs`), writing nothing in
-    ``out``."""
+    ``out``. ``from_results``: a ``results.jsonl`` whose jobs count as finished
+    (:func:`~.jobs.import_results`), to continue a report whose runs are elsewhere or gone."""
     from .render import render
 
+    if collect is not None and from_results is not None:
+        raise ValueError("--from-results: continues a report that runs; --collect runs nothing")
     if collect is not None:
         out = Path(collect)
         manifest = _read_manifest(out)
@@ -78,11 +92,23 @@ def report_command(
     out = Path(out)
     plan = claims_plan(chosen, BUDGETS[budget])
     mine = shard(plan, shard_spec)
-    todo = [j for j in mine if read_result(out, j) is None]
+    taken: set[str] = set()
+    if from_results is not None:
+        if not check:
+            _writable(out)
+        taken, others = import_results(out, mine, Path(from_results), record=not check)
+        print(f"{len(taken)} finished jobs taken from {from_results}"
+              + (f" ({others} of its results are no job of this report)" if others else ""))  # fmt: skip
+    todo = [j for j in mine if j.key not in taken and read_result(out, j) is None]
+    lost = lost_inits(out, todo, taken)  # results taken without their checkpoints
     if check:
-        return check_jobs(todo)
+        return check_jobs([*lost, *todo])
     _writable(out)
     _write_manifest(out, budget, chosen)
+    for job in lost:
+        (job_dir(out, job) / "result.json").unlink()
+        print(f"job {job.label or job.key} runs again: a job starts from its checkpoint")
+    todo = [*lost, *todo]
     print(f"report ({budget}): {len(plan)} jobs for {len(chosen)} claims; "
           f"{len(mine) - len(todo)} of this {'shard' if shard_spec else 'report'}'s {len(mine)} "
           f"already done, {len(todo)} to run")  # fmt: skip
