@@ -103,3 +103,39 @@ def test_the_top_level_rule_reads_the_operator_and_its_direct_digits():
     assert scores["majority"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="needs train and held-out trees"):
         rule_accuracies([], held_out)
+
+
+def test_the_bubbles_labels_clear_each_other_and_the_other_bubbles():
+    """Claim 14's figure: bubbles crowded as in the quick report (three large ones touching,
+    two small ones overlapping) each get a label inside the axes that overlaps no other label
+    and no other bubble."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from attnlab.lab.report.claims_lra import _label_bubbles
+
+    bubbles = [("performer", 0.58, 15.0, 1040.0), ("reformer", 0.64, 17.5, 806.0),
+               ("linformer", 0.77, 15.5, 691.0), ("exact (softmax)", 1.0, 16.5, 228.0),
+               ("local", 1.73, 17.25, 300.0), ("bigbird", 1.76, 16.5, 295.0),
+               ("linear", 2.54, 16.75, 210.0)]  # fmt: skip
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.add_subplot()
+    for _, x, y, area in bubbles:
+        ax.scatter(x, y, s=area)
+    ax.axhline(48.0)  # the rule, far above: the bubbles sit at the bottom edge
+    _label_bubbles(fig, ax, bubbles)
+    fig.draw_without_rendering()
+    boxes = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+    assert sorted(boxes) == sorted(b[0] for b in bubbles)
+    inside = ax.get_window_extent(renderer)
+    px = fig.dpi / 72
+    for i, (label, *_) in enumerate(bubbles):
+        box = boxes[label]
+        assert inside.contains(*box.min) and inside.contains(*box.max), label
+        assert not any(box.overlaps(boxes[o[0]]) for o in bubbles if o[0] != label), label
+        for other, ox, oy, area in bubbles[:i] + bubbles[i + 1 :]:
+            c = ax.transData.transform((ox, oy))
+            gap = np.hypot(*(c - np.clip(c, box.min, box.max)))
+            assert gap >= np.sqrt(area) / 2 * px, (label, other)
