@@ -3,6 +3,7 @@ verdict on synthetic results with known answers, and the no-training rules it is
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from attnlab.lab.report.claims import BUDGETS, CLAIMS, select
@@ -105,12 +106,37 @@ def test_the_top_level_rule_reads_the_operator_and_its_direct_digits():
         rule_accuracies([], held_out)
 
 
-def test_the_bubbles_labels_clear_each_other_and_the_other_bubbles():
-    """Claim 14's figure: bubbles crowded as in the quick report (three large ones touching,
-    two small ones overlapping) each get a label inside the axes that overlaps no other label
-    and no other bubble."""
+def _labels_clear(fig, ax, captions=()) -> None:
+    """Every bubble of ``ax`` has a label inside the axes that overlaps no other label, no
+    caption and no other bubble (each bubble a scatter of one point; its label the text
+    placed nearest it)."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    px = fig.dpi / 72
+    bubbles = [(ax.transData.transform(c.get_offsets()[0]), np.sqrt(c.get_sizes()[0]) / 2 * px)
+               for c in ax.collections]  # fmt: skip
+    labels = [t.get_window_extent(renderer) for t in ax.texts if t not in captions]
+    fixed = [t.get_window_extent(renderer) for t in captions]
+    assert len(labels) == len(bubbles)
+    inside = ax.get_window_extent(renderer)
+
+    def gap(centre, box) -> float:
+        return float(np.hypot(*(centre - np.clip(centre, box.min, box.max))))
+
+    for n, box in enumerate(labels):
+        own = min(range(len(bubbles)), key=lambda j: gap(bubbles[j][0], box))
+        assert inside.contains(*box.min) and inside.contains(*box.max), n
+        assert not any(box.overlaps(b) for b in labels[:n] + labels[n + 1 :] + fixed), n
+        assert all(gap(c, box) >= r for j, (c, r) in enumerate(bubbles) if j != own), n
+
+
+def test_the_bubbles_labels_clear_each_other_the_other_bubbles_and_the_caption():
+    """Crowded as in the quick report (three large bubbles touching, two small ones
+    overlapping, squeezed by a rule far above), plus two at nearly one point and a caption
+    among them, on a figure of 200 dpi (points are not pixels)."""
     from matplotlib.figure import Figure
 
     from attnlab.lab.report.claims_lra import _label_bubbles
@@ -118,24 +144,70 @@ def test_the_bubbles_labels_clear_each_other_and_the_other_bubbles():
     bubbles = [("performer", 0.58, 15.0, 1040.0), ("reformer", 0.64, 17.5, 806.0),
                ("linformer", 0.77, 15.5, 691.0), ("exact (softmax)", 1.0, 16.5, 228.0),
                ("local", 1.73, 17.25, 300.0), ("bigbird", 1.76, 16.5, 295.0),
+               ("twin", 2.2, 16.0, 200.0), ("twin's twin", 2.21, 16.05, 200.0),
                ("linear", 2.54, 16.75, 210.0)]  # fmt: skip
-    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
-    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig = Figure(figsize=(6.4, 4.2), dpi=200, layout="constrained")
     ax = fig.add_subplot()
     for _, x, y, area in bubbles:
         ax.scatter(x, y, s=area)
-    ax.axhline(48.0)  # the rule, far above: the bubbles sit at the bottom edge
-    _label_bubbles(fig, ax, bubbles)
+    ax.axhline(48.0)  # a rule far above squeezes the bubbles together at the bottom
+    caption = ax.annotate("a caption among them", (0, 16.2), fontsize=7,
+                          xycoords=ax.get_yaxis_transform(), xytext=(2, 2),
+                          textcoords="offset points")  # fmt: skip
+    _label_bubbles(fig, ax, bubbles, avoid=[caption])
+    assert sorted(t.get_text() for t in ax.texts) == sorted([caption.get_text(),
+                                                             *(b[0] for b in bubbles)])  # fmt: skip
+    _labels_clear(fig, ax, [caption])
+
+
+def test_claim_14s_figure_labels_its_bubbles_clear_of_the_rules_caption():
+    from attnlab.lab.report.claims_lra import _lra_plot
+
+    def runs(label: str, dev: float, peak: float) -> list[JobResult]:
+        costs = {n: {"step_s": 0.1, "peak_mib": peak} for n in ("30", "60", "120")}
+        return [JobResult(f"{label}{s}", "listops", [], s, label,
+                          {"best_score": dev, **({"costs": costs} if s == 0 else {})}, 1.0, {})
+                for s in (0, 1)]  # fmt: skip
+
+    results = {EXACT: runs(EXACT, 0.165, 300.0), "performer": runs("performer", 0.15, 1200.0),
+               "reformer": runs("reformer", 0.175, 900.0), "local": runs("local", 0.17, 350.0),
+               "bigbird": runs("bigbird", 0.165, 340.0)}  # fmt: skip
+    speed = {EXACT: 1.0, "performer": 0.58, "reformer": 0.64, "local": 1.73, "bigbird": 1.76}
+    fig = _lra_plot(CLAIM, results, speed, rule=0.16)
+    ax = fig.axes[0]
+    caption = next(t for t in ax.texts if t.get_text().startswith("top-level rule"))
+    _labels_clear(fig, ax, [caption])
+
+
+@pytest.mark.parametrize("obstacle", ["label", "bubble", "caption"])
+def test_a_label_leaves_the_place_above_its_bubble_when_that_is_taken(obstacle):
+    """The place above bubble A is taken by the label of a bubble placed before it, by the rim
+    of a large bubble (within its radius in points, not within that many pixels: 200 dpi), or
+    by a caption; A's label goes elsewhere, clear of it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from attnlab.lab.report.claims_lra import _label_bubbles
+
+    fig = Figure(figsize=(6, 4), dpi=200)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(xlim=(0, 10), ylim=(0, 10))
     fig.draw_without_rendering()
-    boxes = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
-    assert sorted(boxes) == sorted(b[0] for b in bubbles)
-    inside = ax.get_window_extent(renderer)
-    px = fig.dpi / 72
-    for i, (label, *_) in enumerate(bubbles):
-        box = boxes[label]
-        assert inside.contains(*box.min) and inside.contains(*box.max), label
-        assert not any(box.overlaps(boxes[o[0]]) for o in bubbles if o[0] != label), label
-        for other, ox, oy, area in bubbles[:i] + bubbles[i + 1 :]:
-            c = ax.transData.transform((ox, oy))
-            gap = np.hypot(*(c - np.clip(c, box.min, box.max)))
-            assert gap >= np.sqrt(area) / 2 * px, (label, other)
+    px, to_data = fig.dpi / 72, ax.transData.inverted()
+    a = ax.transData.transform((5, 5))  # A, 20 pt² (a radius of 2.2 pt)
+    at = lambda dx, dy: tuple(to_data.transform(a + np.array([dx, dy]) * px))  # noqa: E731
+    bubbles = [("a wide label for A", 5, 5, 20.0)]
+    captions = []
+    if obstacle == "label":  # B 40 pt to the left, labelled first: its label above too
+        bubbles.insert(0, ("a wide label for B", *at(-40, 0), 20.0))
+    elif obstacle == "bubble":  # B's rim 4 pt into the place above A
+        r = np.sqrt(2000.0) / 2  # 22.4 pt
+        bubbles.append(("B", *at(0, 2.2 + 2 + 4 + r - 4), 2000.0))
+    else:
+        captions.append(ax.annotate("a caption", at(0, 2.2 + 2 + 5), ha="center", fontsize=7))
+    for _, x, y, area in bubbles:
+        ax.scatter(x, y, s=area)
+    _label_bubbles(fig, ax, bubbles, avoid=captions)
+    label = next(t for t in ax.texts if t.get_text() == "a wide label for A")
+    assert label.xyann[1] <= 0 or label.get_ha() != "center"  # not above A
+    _labels_clear(fig, ax, captions)

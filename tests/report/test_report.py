@@ -314,13 +314,13 @@ def test_a_report_continues_from_another_reports_results(smoke, tmp_path, monkey
     assert _report(out, "--from-results", str(given)) == 0
     assert ran == [mlm.key, tuned.key]
     printed = capsys.readouterr().out
-    assert (f"{len(results) - 1} finished jobs taken from {given} (1 of its results are no "
-            "job of this report)") in printed  # fmt: skip
+    assert (f"took the results of {len(results) - 1} jobs from {given} (1 other result there: "
+            "not in this report's plan)") in printed  # fmt: skip
     assert f"job {mlm.label} runs again" in printed
     assert _scores(out) == {k: v for k, v in _scores(smoke).items()
                             if k not in (mlm.key, tuned.key)}  # fmt: skip
     assert _report(out, "--from-results", str(given)) == 0  # those recorded are not taken again;
-    assert capsys.readouterr().out.startswith("1 finished jobs taken")  # the stub left mlm
+    assert capsys.readouterr().out.startswith("took the results of 1 job from")  # mlm's was not
 
 
 def test_a_bad_job_option_names_itself():

@@ -42,9 +42,12 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     assert _report(tmp_path / "d", "--claims", "scores", "--from-results", str(bad)) == 2
-    assert f"{bad}, line 1: not a job result" in _one_line(capsys)
+    assert f"--from-results: {bad}, line 1: not a job result" in _one_line(capsys)
+    bad.write_bytes(b"\xff\xfe")  # not text
+    assert _report(tmp_path / "d", "--claims", "scores", "--from-results", str(bad)) == 2
+    assert f"--from-results: {bad}: 'utf-8' codec can't decode" in _one_line(capsys)
     assert main(["report", "--collect", str(tmp_path), "--from-results", str(bad)]) == 2
-    assert "--from-results: continues a report that runs" in _one_line(capsys)
+    assert "--from-results: not with --collect" in _one_line(capsys)
 
 
 def test_a_corrupt_result_is_one_line_naming_its_file(tmp_path, capsys):

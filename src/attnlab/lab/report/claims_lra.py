@@ -205,55 +205,60 @@ def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None
         size = 40 + 1000 * (peak or 0.0) / largest  # area: peak memory, the largest 1,040 pt²
         ax.scatter(x, acc, s=size, alpha=0.5, color="#c44e52" if label == EXACT else "#4c72b0")
         bubbles.append((label, x, acc, size))
+    captions = []
     if rule is not None:
         ax.axhline(100 * rule, color="grey", linestyle="--", linewidth=1)
-        ax.annotate("top-level rule (no training)", (0, 100 * rule), fontsize=7, color="grey",
-                    xycoords=ax.get_yaxis_transform(), xytext=(2, 2),  # x: the axes' left edge
-                    textcoords="offset points")  # fmt: skip
+        captions.append(ax.annotate("top-level rule (no training)", (0, 100 * rule), fontsize=7,
+                                    xycoords=ax.get_yaxis_transform(), xytext=(2, 2),
+                                    textcoords="offset points", color="grey"))  # fmt: skip
     ax.axvline(1.0, color="grey", linewidth=0.5)
     ax.set_xlabel("training speed relative to exact attention (sequences/s)", fontsize=8)
     ax.set_ylabel("dev accuracy (%), mean over seeds", fontsize=8)
     ax.set_title(f"claim {claim.number}: {claim.name} (bubble: peak memory of a step)",
                  fontsize=9)  # fmt: skip
-    _label_bubbles(fig, ax, bubbles)  # last: the axes' limits and place are settled
+    _label_bubbles(fig, ax, bubbles, avoid=captions)  # last: the axes' limits are settled
     return fig
 
 
-def _label_bubbles(fig, ax, bubbles: list[tuple[str, float, float, float]]) -> None:
-    """Name each bubble ``(label, x, y, area in pt²)`` beside it, left to right: in the first of
+def _label_bubbles(fig, ax, bubbles: list[tuple[str, float, float, float]], avoid=()) -> None:
+    """Name each bubble ``(label, x, y, area in pt²)`` beside it, left to right, in the first of
     eight places around it (above first) where its label stays inside the axes and clears the
-    labels placed before it and the other bubbles; where none does, the place with the fewest
-    collisions."""
+    other bubbles, the labels placed before it and the artists ``avoid`` (a caption); where
+    none does, in the place inside the axes with the fewest collisions. The axes widen first to
+    leave room for a label above or below any bubble."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     renderer = FigureCanvasAgg(fig).get_renderer()  # the page's PNG is drawn by Agg too
     px = fig.dpi / 72  # pixels a point
     fig.draw_without_rendering()  # the layout settles where the axes are
-    longest = ax.text(0.5, 0.5, max((b[0] for b in bubbles), key=len), fontsize=8,
-                      transform=ax.transAxes)  # fmt: skip
-    text = longest.get_window_extent(renderer)
-    longest.remove()
+    probes = [ax.text(0.5, 0.5, b[0], fontsize=8, transform=ax.transAxes) for b in bubbles]
+    width = max(t.get_window_extent(renderer).width for t in probes)
+    height = max(t.get_window_extent(renderer).height for t in probes)
+    for t in probes:
+        t.remove()
     radius = max(np.sqrt(a) / 2 for *_, a in bubbles) * px
 
-    def pad(limits: tuple[float, float], values: list[float], pixels: float, size: float):
-        """``limits`` widened to leave ``pixels`` beyond ``values`` on an axis ``size`` long."""
-        per_px = (limits[1] - limits[0]) / max(size - 2 * pixels, 0.2 * size)  # once padded
-        return min(limits[0], min(values) - pixels * per_px), max(
-            limits[1], max(values) + pixels * per_px
-        )
+    def widened(limits: tuple[float, float], values: list[float], pixels: float, size: float):
+        """``limits`` (of a linear axis ``size`` pixels long) widened to leave ``pixels``
+        beyond the outermost ``values``. Data a pixel is reckoned as if ``pixels`` were taken
+        from both ends of the whole range (an over-estimate: a little more room than asked;
+        at most 60% of the axis goes to the margins)."""
+        per_px = (limits[1] - limits[0]) / max(size - 2 * pixels, 0.2 * size)
+        return (min(limits[0], min(values) - pixels * per_px),
+                max(limits[1], max(values) + pixels * per_px))  # fmt: skip
 
-    # room for a label centred above or below any bubble, inside the (linear) axes
-    ax.set_xlim(pad(ax.get_xlim(), [b[1] for b in bubbles], radius + text.width / 2 + 4 * px,
-                    ax.bbox.width))  # fmt: skip
-    ax.set_ylim(pad(ax.get_ylim(), [b[2] for b in bubbles], radius + text.height + 8 * px,
-                    ax.bbox.height))  # fmt: skip
+    ax.set_xlim(widened(ax.get_xlim(), [b[1] for b in bubbles], radius + width / 2 + 4 * px,
+                        ax.bbox.width))  # fmt: skip
+    ax.set_ylim(widened(ax.get_ylim(), [b[2] for b in bubbles], radius + height + 8 * px,
+                        ax.bbox.height))  # fmt: skip
     fig.draw_without_rendering()
     inside = ax.get_window_extent(renderer)
     centres = [(ax.transData.transform((x, y)), np.sqrt(a) / 2 * px) for _, x, y, a in bubbles]
-    placed = []
+    placed = [artist.get_window_extent(renderer) for artist in avoid]
 
     def collisions(box, i: int) -> tuple[bool, int]:
+        """(outside the axes, how many bubbles other than the ``i``-th and labels it touches)."""
         box = box.padded(2 * px)
         near = sum(np.hypot(*(c - np.clip(c, box.min, box.max))) < r
                    for j, (c, r) in enumerate(centres) if j != i)  # fmt: skip
@@ -267,19 +272,21 @@ def _label_bubbles(fig, ax, bubbles: list[tuple[str, float, float, float]]) -> N
                   (o, 0, "left", "center"), (-o, 0, "right", "center"),
                   (d, d, "left", "bottom"), (-d, d, "right", "bottom"),
                   (d, -d, "left", "top"), (-d, -d, "right", "top")]  # fmt: skip
-        tried = []
-        for dx, dy, ha, va in places:
+        best = None  # (score, text, box): the fewest collisions so far, the earlier place
+        for n, (dx, dy, ha, va) in enumerate(places):
             text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points",
                                ha=ha, va=va, fontsize=8)  # fmt: skip
             box = text.get_window_extent(renderer)
-            tried.append((collisions(box, i), len(tried), text, box))
-            if tried[-1][0] == (False, 0):
+            score = (*collisions(box, i), n)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, text, box)
+            else:
+                text.remove()
+            if score[:2] == (False, 0):
                 break
-        _, _, text, box = min(tried, key=lambda t: t[:2])
-        for other in tried:
-            if other[2] is not text:
-                other[2].remove()
-        placed.append(box)
+        placed.append(best[2])
 
 
 def listops_measures(run: str | Path, *, costs: bool = True, repeats: int = 3) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -30,6 +31,7 @@ from attnlab.lab.train.config import resolve_config
 __all__ = [
     "Job",
     "JobResult",
+    "forget",
     "import_results",
     "lost_inits",
     "read_result",
@@ -177,47 +179,61 @@ def write_results(path: Path, results: Iterable[JobResult]) -> None:
 
 def import_results(
     out: Path, jobs: Sequence[Job], path: Path, *, record: bool = True
-) -> tuple[set[str], int]:
+) -> tuple[set[str], set[str]]:
     """Record in ``out`` the results in ``path`` (another report's ``results.jsonl``, such as
-    the pages committed under docs/report/) of those of ``jobs`` that have not finished there,
-    as if they had run there (``record=False``: only say which). A result is a job's by its
-    key, so one of another recipe or budget is not taken. Their runs (the checkpoints) are not
-    in the file: a job that starts from one of them runs it again first (:func:`lost_inits`).
-    Returns the keys taken, and how many results in ``path`` are no job of ``jobs``.
+    the pages committed under docs/report/) of those of ``jobs`` that have not finished or
+    begun there, as if they had run there (``record=False``: only say which; a job begun here
+    resumes instead). A result is a job's by its key, so one of another recipe or budget is not
+    taken. Their runs (the checkpoints) are not in the file: a job that starts from one of them
+    runs it again first (:func:`lost_inits`). Returns the keys taken and every key in ``path``.
 
     Raises:
-        ValueError: ``path`` cannot be read or holds a line that is not a result.
+        ValueError: ``path`` cannot be read or holds a line that is not a result; the message
+            names ``--from-results``.
     """
     try:
         results = read_results(path)
     except OSError as error:
         raise ValueError(f"--from-results: cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:  # a line that is not a result (the message names it), or not text
+        where = "" if str(path) in str(error) else f"{path}: "
+        raise ValueError(f"--from-results: {where}{error}".splitlines()[0]) from None
     keyed = {job.key: job for job in jobs}
     taken = set()
     for result in results:
         job = keyed.get(result.key)
-        if job is None or read_result(out, job) is not None:
+        if job is None or job_dir(out, job).exists():  # finished, or begun: it resumes
             continue
         taken.add(job.key)
         if record:
-            job_dir(out, job).mkdir(parents=True, exist_ok=True)
+            job_dir(out, job).mkdir(parents=True)
             atomic_write_text(job_dir(out, job) / "result.json",
                               json.dumps(asdict(result), sort_keys=True))  # fmt: skip
-    return taken, sum(r.key not in keyed for r in results)
+    return taken, {r.key for r in results}
 
 
 def lost_inits(out: Path, todo: Sequence[Job], taken: Iterable[str] = ()) -> list[Job]:
     """The ``init`` jobs that jobs of ``todo`` start from whose results are in ``out``, or
-    ``taken`` (:func:`import_results`), without their checkpoints: each must run again, before
-    them."""
+    ``taken`` (:func:`import_results`), without the finished run whose checkpoint those jobs
+    read (its ``metrics.json`` and ``best.pt`` or ``last.pt``): each must run again, before
+    them (:func:`forget`). Results taken from another report are such; so is a run whose
+    checkpoints were deleted."""
     taken, lost = set(taken), {}
     for job in todo:
         for step in job.chain()[:-1]:
-            saved = [job_dir(out, step) / name for name in ("best.pt", "last.pt")]
-            finished = step.key in taken or read_result(out, step) is not None
-            if finished and not any(p.exists() for p in saved):
+            run = job_dir(out, step)
+            saved = (run / "metrics.json").exists() and any(
+                (run / name).exists() for name in ("best.pt", "last.pt")
+            )
+            if not saved and (step.key in taken or read_result(out, step) is not None):
                 lost.setdefault(step.key, step)
     return list(lost.values())
+
+
+def forget(out: Path, job: Job) -> None:
+    """Remove ``job``'s result and run from ``out`` (its log stays), so that it runs afresh."""
+    shutil.rmtree(job_dir(out, job), ignore_errors=True)
+    (job_dir(out, job).parent / f"{job.key}.wall").unlink(missing_ok=True)
 
 
 def with_inits(jobs: Iterable[Job]) -> list[Job]:

@@ -36,6 +36,7 @@ from .claims import select
 from .jobs import (
     Job,
     JobResult,
+    forget,
     import_results,
     job_dir,
     lost_inits,
@@ -73,7 +74,7 @@ def report_command(
     from .render import render
 
     if collect is not None and from_results is not None:
-        raise ValueError("--from-results: continues a report that runs; --collect runs nothing")
+        raise ValueError("--from-results: not with --collect, which runs nothing")
     if collect is not None:
         out = Path(collect)
         manifest = _read_manifest(out)
@@ -92,22 +93,24 @@ def report_command(
     out = Path(out)
     plan = claims_plan(chosen, BUDGETS[budget])
     mine = shard(plan, shard_spec)
+    if not check:
+        _writable(out)
+        _write_manifest(out, budget, chosen)  # before anything is written: a budget's --out
     taken: set[str] = set()
     if from_results is not None:
-        if not check:
-            _writable(out)
-        taken, others = import_results(out, mine, Path(from_results), record=not check)
-        print(f"{len(taken)} finished jobs taken from {from_results}"
-              + (f" ({others} of its results are no job of this report)" if others else ""))  # fmt: skip
+        taken, given = import_results(out, mine, Path(from_results), record=not check)
+        others = len(given - {j.key for j in plan})
+        print(f"{'would take' if check else 'took'} the results of {_count(len(taken), 'job')} "
+              f"from {from_results}" + (f" ({_count(others, 'other result')} there: not in "
+                                        "this report's plan)" if others else ""))  # fmt: skip
     todo = [j for j in mine if j.key not in taken and read_result(out, j) is None]
-    lost = lost_inits(out, todo, taken)  # results taken without their checkpoints
+    lost = lost_inits(out, todo, taken)  # finished, but without the checkpoint a job reads
     if check:
         return check_jobs([*lost, *todo])
-    _writable(out)
-    _write_manifest(out, budget, chosen)
     for job in lost:
-        (job_dir(out, job) / "result.json").unlink()
-        print(f"job {job.label or job.key} runs again: a job starts from its checkpoint")
+        forget(out, job)
+        print(f"job {job.label or job.key} runs again: a job starts from its checkpoint, "
+              "which is not here")  # fmt: skip
     todo = [*lost, *todo]
     print(f"report ({budget}): {len(plan)} jobs for {len(chosen)} claims; "
           f"{len(mine) - len(todo)} of this {'shard' if shard_spec else 'report'}'s {len(mine)} "
@@ -130,7 +133,11 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
         RunError: a run failed; the message names the job and its log.
     """
     out = Path(out)
-    _run_local([j for j in with_inits(jobs) if read_result(out, j) is None], out, processes)
+    todo = [j for j in with_inits(jobs) if read_result(out, j) is None]
+    lost = lost_inits(out, todo)  # e.g. a report continued --from-results
+    for job in lost:
+        forget(out, job)
+    _run_local([*lost, *todo], out, processes)
     results = [read_result(out, j) for j in jobs]
     for job, result in zip(jobs, results):
         if result is None:
@@ -138,6 +145,10 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
 
             raise RunError(f"job {job.label or job.key} ran but left no result in {out}")
     return results  # type: ignore[return-value]: none is None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _waves(todo: Sequence[Job]) -> list[list[Job]]:
