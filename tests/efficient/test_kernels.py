@@ -305,6 +305,22 @@ def test_reformer_with_one_bucket_is_full_shared_qk_attention(rounds, mask_kind)
         torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("buckets", [1, 4])
+def test_reformer_padding_is_a_key_of_no_query_even_when_it_holds_nan(buckets):
+    """Padding is masked as keys for real and padded queries alike (its own bucket holds no
+    real key), so a NaN in its queries (the reformer's keys) reaches no output: real rows are
+    those of clean padding, padded rows zeros."""
+    kernel = make_kernel("reformer", dim=DIM, heads=HEADS, buckets=buckets, block=3)
+    q, _, v = rand_qkv()
+    mask = MASKS["padding"]()  # sequence 0's last 4 tokens are padding
+    out = kernel(q, q, v, mask=mask)
+    q[0, :, N - 4 :], v[0, :, N - 4 :] = float("nan"), float("nan")
+    dirty = kernel(q, q, v, mask=mask)
+    assert torch.equal(dirty[0, :, N - 4 :], torch.zeros_like(dirty[0, :, N - 4 :]))
+    torch.testing.assert_close(dirty[0, :, : N - 4], out[0, :, : N - 4])
+    torch.testing.assert_close(dirty[1:], out[1:])
+
+
 def test_reformer_token_attends_to_itself_only_without_another_choice():
     q, _, v = rand_qkv(b=1, n=4)
     out = shared_qk_attention(q, v, causal=True)

@@ -226,16 +226,20 @@ class ReformerKernel(AttentionKernel):
         sbucket = F.pad(buckets, (0, 1), value=self.buckets).gather(-1, slots).view_as(spos)
         svalid = F.pad(valid, (0, 1), value=False)[:, None, None, :].expand(-1, h, R, -1)
         svalid = svalid.gather(-1, slots).view_as(spos)
-        kpos, kbucket, kvalid = look_back(spos), look_back(sbucket), look_back(svalid)
-        # The (.., c, 2c) scores are the largest tensors here: they are filled in place (the
-        # product's backward does not read its output) and never divided; the (.., c, e)
-        # outputs are.
+        # A key that is not a real token (padding, an empty slot) is in no query's bucket.
+        kbucket = look_back(sbucket.masked_fill(~svalid, -1))
+        # The (.., c, 2c) scores are the largest tensors here, so each pass over them counts:
+        # they are filled in place (the product's backward does not read its output), masked
+        # by one comparison of buckets, and never divided; the (.., c, e) outputs are.
         s = torch.einsum("bhRrcd,bhRrkd->bhRrck", sq, sk)  # (b, h, R, r, c, 2c)
-        s.masked_fill_(spos.unsqueeze(-1) == kpos.unsqueeze(-2), SELF_SCORE)
-        blocked = ~kvalid.unsqueeze(-2) | (sbucket.unsqueeze(-1) != kbucket.unsqueeze(-2))
+        blocked = sbucket.unsqueeze(-1) != kbucket.unsqueeze(-2)
         if parts.causal:
+            kpos = look_back(spos)
             blocked = blocked | (kpos.unsqueeze(-2) > spos.unsqueeze(-1))
         s.masked_fill_(blocked, float("-inf"))
+        # A token's own key: the diagonal of its chunk's first c keys (it holds one slot a
+        # round); a real token's is never blocked (its own bucket), a padded one's always is.
+        s[..., :c].diagonal(dim1=-2, dim2=-1).masked_fill_(svalid, SELF_SCORE)
         shift = safe_max(s)  # (b, h, R, r, c, 1); 0 where nothing is allowed
         w = (s - shift).exp_()  # 0 where not allowed
         z = w.sum(-1, keepdim=True)
