@@ -4,6 +4,7 @@ plain state dicts and resumes; padded batches (``train.pad_multiple``) change no
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -338,3 +339,14 @@ def test_padding_a_molecule_batch_is_inert():
     assert padded["atoms"].shape == (2, 8, 6) and padded["distances"].shape == (2, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(model(batch), model(padded), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_kernels_are_kept_in_attnlabs_cache_unless_told_otherwise(tmp_path, monkeypatch):
+    from attnlab.lab.train.compile import keep_compiled_artefacts
+
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert keep_compiled_artefacts() == tmp_path / "cache" / "torchinductor"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "torchinductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's says
+    assert keep_compiled_artefacts() == tmp_path / "mine"

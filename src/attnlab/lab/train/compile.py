@@ -32,6 +32,9 @@ compiled CPU run draws other masks than the eager run, of the same law: it is re
 resumes exactly, and without dropout it equals the eager run to float rounding. On CUDA,
 Inductor's fused Philox is the fast path and is kept.
 
+Compiled kernels are kept across runs (:func:`keep_compiled_artefacts`): in attnlab's cache
+unless ``$TORCHINDUCTOR_CACHE_DIR`` says otherwise.
+
 DDP: the *wrapped* module is compiled (``torch.compile(DistributedDataParallel(model))``, as
 PyTorch recommends), so Dynamo's DDP optimizer splits the graph at the gradient buckets and the
 all-reduce overlaps the backward pass. Checkpoints always hold the plain module's state dict
@@ -41,7 +44,9 @@ all-reduce overlaps the backward pass. Checkpoints always hold the plain module'
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -55,6 +60,7 @@ __all__ = [
     "LABEL_PAD",
     "PaddedCollate",
     "compile_model",
+    "keep_compiled_artefacts",
     "pad_batch",
     "pad_multiple_of",
     "unwrap",
@@ -88,10 +94,24 @@ def compile_model(
         )
     if device is None:
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    keep_compiled_artefacts()
     # torch.compile takes a mode or Inductor options, not both: the mode's options plus ours.
     options = dict(torch._inductor.list_mode_options(mode, dynamic=True))
     options["fallback_random"] = torch.device(device).type == "cpu"
     return torch.compile(model, dynamic=True, options=options)
+
+
+def keep_compiled_artefacts() -> Path:
+    """Where Inductor keeps what it compiled (its FX-graph and AOTAutograd caches, on by
+    default): ``$TORCHINDUCTOR_CACHE_DIR`` if set, else ``torchinductor`` in attnlab's cache
+    (:func:`~attnlab.lab.data.cache_dir`), which outlives a reboot where the temporary
+    directory Inductor picks by itself does not. A later run of the same model, shapes and
+    torch then loads its kernels instead of compiling them again."""
+    from attnlab.lab.data import cache_dir
+
+    if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir() / "torchinductor")
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
 
 
 def unwrap(model: nn.Module) -> nn.Module:
