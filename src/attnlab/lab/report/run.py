@@ -107,11 +107,7 @@ def report_command(
     lost = lost_inits(out, todo, taken)  # finished, but without the checkpoint a job reads
     if check:
         return check_jobs([*lost, *todo])
-    for job in lost:
-        forget(out, job)
-        print(f"job {job.label or job.key} runs again: a job starts from its checkpoint, "
-              "which is not here")  # fmt: skip
-    todo = [*lost, *todo]
+    todo = _with_lost_inits(out, todo, lost, say=print)
     print(f"report ({budget}): {len(plan)} jobs for {len(chosen)} claims; "
           f"{len(mine) - len(todo)} of this {'shard' if shard_spec else 'report'}'s {len(mine)} "
           f"already done, {len(todo)} to run")  # fmt: skip
@@ -134,10 +130,8 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
     """
     out = Path(out)
     todo = [j for j in with_inits(jobs) if read_result(out, j) is None]
-    lost = lost_inits(out, todo)  # e.g. a report continued --from-results
-    for job in lost:
-        forget(out, job)
-    _run_local([*lost, *todo], out, processes)
+    todo = _with_lost_inits(out, todo, lost_inits(out, todo))  # e.g. continued --from-results
+    _run_local(todo, out, processes)
     results = [read_result(out, j) for j in jobs]
     for job, result in zip(jobs, results):
         if result is None:
@@ -145,6 +139,17 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
 
             raise RunError(f"job {job.label or job.key} ran but left no result in {out}")
     return results  # type: ignore[return-value]: none is None
+
+
+def _with_lost_inits(out: Path, todo: list[Job], lost: list[Job], say=None) -> list[Job]:
+    """``todo`` after the ``lost`` init jobs (:func:`~.jobs.lost_inits`), each forgotten in
+    ``out`` so that it runs afresh (``say``: told of each)."""
+    for job in lost:
+        forget(out, job)
+        if say is not None:
+            say(f"job {job.label or job.key} runs again: a job starts from its checkpoint, "
+                "which is not here")  # fmt: skip
+    return [*lost, *todo]
 
 
 def _count(n: int, noun: str) -> str:
