@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.lab.report import run as report_run
+from attnlab.lab.report import execute
 from attnlab.lab.report.budgets import BUDGETS
 from attnlab.lab.report.claims import ForgettingRNN
 from attnlab.lab.report.claims_lra import KERNELS, EfficientKernels
@@ -116,7 +116,6 @@ def test_images_table_keeps_only_the_sweeps_rows(tmp_path: Path) -> None:
 def test_images_sweep_is_report_jobs_read_back_not_trained_again(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from attnlab.lab.report import run as report_run
     from attnlab.lab.report.claims import DataEfficiency
     from attnlab.lab.report.jobs import Job
 
@@ -132,7 +131,7 @@ def test_images_sweep_is_report_jobs_read_back_not_trained_again(
     argv = ["--task", "digits", "--runs", str(tmp_path / "runs"), "--sizes", "64", "--encoders",
             "cnn", "patches", "--steps", "2", "--out", str(tmp_path / "rows.jsonl")]  # fmt: skip
     _main(images, argv)
-    monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))
+    monkeypatch.setattr(execute, "run_one", lambda *a: pytest.fail("a finished job ran again"))
     _main(images, argv)
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and rows[:2] == rows[2:]  # the second sweep read the same runs back
@@ -197,7 +196,7 @@ def test_graph_accuracy_trains_report_jobs_and_reads_them_back(tmp_path: Path, m
     assert row["epochs"] == 2 and row["model"] == "graph_attention"
     assert (tmp_path / "g.runs" / "jobs" / row["job"] / "result.json").exists()
     out.unlink()  # the rows gone, the job stays
-    monkeypatch.setattr(report_run, "run_one", _never_runs)
+    monkeypatch.setattr(execute, "run_one", _never_runs)
     _main(graph_accuracy, argv)
     assert [json.loads(line) for line in out.read_text().splitlines()] == [row]
 
@@ -223,7 +222,7 @@ def test_lra_accuracy_reads_its_jobs_back_and_the_chart_draws_this_commands(
     acc = json.loads((tmp_path / "accuracy.json").read_text())
     assert list(acc) == ["exact"] and acc["exact"]["steps"] == 3, acc
     assert (tmp_path / "jobs" / acc["exact"]["job"] / "result.json").exists()
-    monkeypatch.setattr(report_run, "run_one", _never_runs)
+    monkeypatch.setattr(execute, "run_one", _never_runs)
     _main(lra, ["accuracy", *small, "--kernels", "exact"])
     assert json.loads((tmp_path / "accuracy.json").read_text()) == acc
 
@@ -242,7 +241,7 @@ def test_lra_accuracy_reads_its_jobs_back_and_the_chart_draws_this_commands(
     assert "| linear |" not in chart and (tmp_path / "c.png").exists()
 
     ran: list = []
-    monkeypatch.setattr(report_run, "run_one", _recording(ran))
+    monkeypatch.setattr(execute, "run_one", _recording(ran))
     more = [*small, "--max-steps", "4"]  # the last one counts
     _main(lra, ["accuracy", *more, "--kernels", "exact"])
     assert [j.key for j in ran] != [acc["exact"]["job"]] and "--train.max_steps=4" in ran[0].options
@@ -279,12 +278,12 @@ def test_recall_reads_its_jobs_back_and_a_changed_option_is_a_new_job(
     assert (tmp_path / "rec" / "jobs" / row["job"] / "result.json").exists()
     md = (tmp_path / "rec" / "recall.md").read_text()
     assert f"| lstm | 16 | {row['accuracy']:.1%} |" in md, md
-    monkeypatch.setattr(report_run, "run_one", _never_runs)
+    monkeypatch.setattr(execute, "run_one", _never_runs)
     _main(rnn_vs_attention, rec)
     assert (tmp_path / "rec" / "recall.md").read_text() == md
 
     ran: list = []
-    monkeypatch.setattr(report_run, "run_one", _recording(ran))
+    monkeypatch.setattr(execute, "run_one", _recording(ran))
     text = _main(rnn_vs_attention, [*rec, "--epochs", "2"])  # the last one counts
     assert [j.key for j in ran] != [row["job"]] and "--train.epochs=2" in ran[0].options
     assert "Failed: 1 run(s)" in text and "lstm@16: " in text  # the stub left no result

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from attnlab.lab.cli import main
-from attnlab.lab.report import run as report_run
+from attnlab.lab.report import execute
 from attnlab.lab.report.claim import claims_plan
 from attnlab.lab.report.claims import BUDGETS, select
 from attnlab.lab.report.jobs import (
@@ -97,7 +97,7 @@ def test_under_a_shard_the_results_of_other_shards_are_no_strangers(tmp_path, mo
     given = tmp_path / "given.jsonl"
     write_results(given, [_result(j) for j in plan])
     ran = []
-    monkeypatch.setattr(report_run, "run_one", lambda job, out: ran.append(job.key))
+    monkeypatch.setattr(execute, "run_one", lambda job, out: ran.append(job.key))
     monkeypatch.setattr("attnlab.lab.report.render.render", lambda *a: "rendered")
     out = tmp_path / "out"
     args = ["report", "--budget", "smoke", "--claims", "scores", "--out", str(out)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.lab.report import run as report_run
+from attnlab.lab.report import execute
 from attnlab.lab.report.claims import MoleculeBonds
 from attnlab.lab.report.jobs import Job, job_dir
 from attnlab.lab.tasks import TASKS
@@ -46,7 +46,7 @@ def test_a_finished_job_is_read_back_and_its_task_has_the_runs_splits(
             "--out", str(tmp_path)]  # fmt: skip
     assert molecules.main(argv) == 0
     first = json.loads((tmp_path / "results.json").read_text())["runs"]
-    monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))
+    monkeypatch.setattr(execute, "run_one", lambda *a: pytest.fail("a finished job ran again"))
     assert molecules.main(argv) == 0
     assert json.loads((tmp_path / "results.json").read_text())["runs"] == first
     (record,) = first

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attnlab.lab.cli import main
+from attnlab.lab.report import execute
 from attnlab.lab.report import run as report_run
 from attnlab.lab.report.claims import BUDGETS, CLAIMS, PositionalEncodings
 from attnlab.lab.report.jobs import Job, read_results, shard, write_results
@@ -120,7 +121,7 @@ def test_claim_15_decodes_each_trained_model_greedily_and_with_a_beam(smoke):
 
 def test_a_rerun_runs_nothing_and_writes_the_same_page(smoke, capsys, monkeypatch):
     before = (smoke / "report.md").read_text()
-    monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))
+    monkeypatch.setattr(execute, "run_one", lambda *a: pytest.fail("a finished job ran again"))
     assert _report(smoke) == 0
     assert "0 to run" in capsys.readouterr().out
     assert (smoke / "report.md").read_text() == before
@@ -133,11 +134,11 @@ def test_run_jobs_returns_finished_results_in_order_and_runs_only_the_missing(
     are, in the order asked; a job not yet run in that directory runs, once."""
     jobs = [j for c in (CLAIMS["a window gives context"],)
             for runs in c.jobs(BUDGETS["smoke"]).values() for j in runs]  # fmt: skip
-    monkeypatch.setattr(report_run, "run_one", lambda *a: pytest.fail("a finished job ran again"))
+    monkeypatch.setattr(execute, "run_one", lambda *a: pytest.fail("a finished job ran again"))
     got = report_run.run_jobs(jobs[::-1], smoke)
     assert [r.key for r in got] == [j.key for j in jobs[::-1]]
     ran = []
-    monkeypatch.setattr(report_run, "run_one", lambda job, out: ran.append(job.key))
+    monkeypatch.setattr(execute, "run_one", lambda job, out: ran.append(job.key))
     with pytest.raises(RunError, match="left no result"):  # the stub writes none
         report_run.run_jobs(jobs[:1], tmp_path)
     assert ran == [jobs[0].key]
@@ -145,7 +146,7 @@ def test_run_jobs_returns_finished_results_in_order_and_runs_only_the_missing(
 
 def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, capsys):
     ran = []
-    real = report_run.run_one
+    real = execute.run_one
 
     def stop_after_one(job: Job, out: Path) -> None:
         if ran:
@@ -153,10 +154,10 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, c
         ran.append(job.key)
         real(job, out)
 
-    monkeypatch.setattr(report_run, "run_one", stop_after_one)
+    monkeypatch.setattr(execute, "run_one", stop_after_one)
     with pytest.raises(KeyboardInterrupt):
         report_run.report_command(budget="smoke", claims=["scores"], out=tmp_path / "r")
-    monkeypatch.setattr(report_run, "run_one", real)
+    monkeypatch.setattr(execute, "run_one", real)
     capsys.readouterr()
     assert _report(tmp_path / "r", "--claims", "scores") == 0
     assert "1 of this report's 2 already done, 1 to run" in capsys.readouterr().out
@@ -187,11 +188,11 @@ def test_a_jobs_wall_time_counts_every_segment_of_a_resumed_run(tmp_path, monkey
         return 0
 
     monkeypatch.setattr("attnlab.lab.cli.main", train)
-    monkeypatch.setattr(report_run.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(execute.time, "perf_counter", lambda: clock[0])
     job = Job("mlm", ("--train.max_steps=3",), 0, "pre-training")
     with pytest.raises(RunError, match="exit 130"):
-        report_run.run_one(job, tmp_path)
-    report_run.run_one(job, tmp_path)
+        execute.run_one(job, tmp_path)
+    execute.run_one(job, tmp_path)
     assert ("--resume" in calls[1]) == saved and ("--overwrite" in calls[1]) != saved
     assert report_run.read_result(tmp_path, job).wall_s == expected
     assert not list((tmp_path / "jobs").glob("*.wall"))  # nothing left once it has finished
@@ -202,7 +203,7 @@ def test_a_run_that_finished_before_its_result_was_written_keeps_the_trainers_ti
     run = tmp_path / "jobs" / job.key
     run.mkdir(parents=True)
     (run / "metrics.json").write_text(json.dumps({"best_score": 0.5, "wall_time_s": 9.5}))
-    report_run.run_one(job, tmp_path)  # nothing trains: the run is done, its result is written
+    execute.run_one(job, tmp_path)  # nothing trains: the run is done, its result is written
     assert report_run.read_result(tmp_path, job).wall_s == 9.5
 
 
@@ -266,10 +267,10 @@ def test_a_job_that_starts_from_another_is_keyed_and_run_after_it(tmp_path):
         assert sorted(j.key for s in shards for j in s) == sorted(j.key for j in plan)
         with_it = next(s for s in shards if tuned in s)
         assert with_it.index(mlm) < with_it.index(tuned)  # together, the init job first
-    assert report_run._waves([tuned, *others, mlm]) == [sorted([*others, mlm], key=plan.index),
+    assert execute.waves([tuned, *others, mlm]) == [sorted([*others, mlm], key=plan.index),
                                                         [tuned]]  # fmt: skip
     with pytest.raises(RunError, match="starts from job pre-training, which has not finished"):
-        report_run.run_one(tuned, tmp_path)
+        execute.run_one(tuned, tmp_path)
 
 
 def test_the_smoke_reports_fine_tuned_tagger_starts_from_its_pre_training(smoke):
@@ -308,7 +309,7 @@ def test_a_report_continues_from_another_reports_results(smoke, tmp_path, monkey
         assert report_run.read_result(out, job) is None  # a result taken is not kept
         ran.append(job.key)
 
-    monkeypatch.setattr(report_run, "run_one", run_one)
+    monkeypatch.setattr(execute, "run_one", run_one)
     out = tmp_path / "continued"
     capsys.readouterr()
     assert _report(out, "--from-results", str(given)) == 0
@@ -375,7 +376,7 @@ def test_under_jobs_n_a_failed_job_stops_the_report_before_another_starts(tmp_pa
     good = [j for runs in window.jobs(BUDGETS["smoke"]).values() for j in runs][:3]
     bad = Job("pos", ("--model.init=/nonexistent/run",), 0, label="a broken job")
     with pytest.raises(RunError, match="a broken job"):
-        report_run._run_local([bad, *good], tmp_path, 2)
+        execute.run_local([bad, *good], tmp_path, 2)
     started = [j for j in good if (tmp_path / "jobs" / f"{j.key}.log").exists()]
     assert started in ([], good[:1])  # at most the one submitted beside it
 

@@ -4,7 +4,7 @@ The test is :mod:`.minimal_pairs`: pairs of sentences that differ in one word on
 tokens from an ambiguous word whose tag differs between them, its -1 and +1 neighbours the same
 in both. A window of 3 gives both sentences of a pair the same tag (pair accuracy 0 by
 construction); the tagger trained on ``pos`` and chosen on its dev split alone is tested on them.
-Each ``pos`` job of the report measures the pairs when it finishes (``run.run_one``), as
+Each ``pos`` job of the report measures the pairs when it finishes (``execute.run_one``), as
 ``metrics["minimal_pairs"]``.
 """
 
