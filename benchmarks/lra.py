@@ -28,8 +28,8 @@ sequence, Reformer buckets of ~64 tokens; a kernel given as ``NAME:KEY=VALUE,...
 hash of its resolved configuration: a finished run is read back, not trained again, an
 interrupted one resumes, a changed option is another run, and processes with different
 ``--kernels`` can share one ``--out``. Each result also holds what the report measures of a
-listops run (the no-training rules' dev accuracy; for seed 0, one training step's time and
-memory at three lengths). It writes ``OUT/accuracy.json``: this command's kernels' test and dev
+listops run (the no-training rules' dev accuracy; the report times the step costs later, side
+by side, and ``speed`` below does that here). It writes ``OUT/accuracy.json``: this command's kernels' test and dev
 accuracy, steps, job key and train command, or the error of a run that failed. With the quick
 budget's sizes (``--train 2000 --dev 200 --test 200 --min-length 100 --max-length 300
 --max-steps 100 --extra=--train.epochs=5``, seed 0) its jobs are the report's seed-0 jobs of

@@ -21,14 +21,20 @@ def tree(text: str) -> list[str]:
 
 
 def _result(label: str, seed: int, dev: float, speed: float, rule: float = 0.3) -> JobResult:
+    """A run at dev accuracy ``dev``; seed 0's timed, as the timing pass does (a training step
+    of ``1 / speed`` s at the trees' bound, 60 tokens; none if ``speed`` is 0)."""
     metrics = {"best_score": dev, "metric_name": "accuracy", "test": {"accuracy": dev},
-               "units_per_s": speed, "rules": {"top level": rule}}  # fmt: skip
+               "rules": {"top level": rule}}  # fmt: skip
+    if seed == 0 and speed:
+        metrics["costs"] = {"30": {"step_s": 0.5 / speed, "peak_mib": 1.0},
+                            "60": {"step_s": 1.0 / speed, "peak_mib": 2.0},
+                            "120": {"error": "n/a: max_len"}}  # fmt: skip
     return JobResult(f"{label}{seed}", "listops", [], seed, label, metrics, 1.0, {})
 
 
 def _analyse(exact=(0.40, 0.41), kernels=None, rule=0.3):
-    """Exact at ``exact`` dev accuracies and 1,000 tokens/s; each kernel ``(devs, speed)``
-    (default: every kernel faster, 2,000 tokens/s, and worse, 0.30 / 0.31)."""
+    """Exact at ``exact`` dev accuracies and 1,000 steps/s; each kernel ``(devs, speed)``
+    (default: every kernel faster, 2,000 steps/s, and worse, 0.30 / 0.31)."""
     kernels = kernels or {}
     results = {EXACT: [_result(EXACT, s, d, 1000.0, rule) for s, d in enumerate(exact)]}
     for label in KERNELS:
@@ -63,6 +69,23 @@ def test_inconclusive_when_nothing_was_learnt_or_no_kernel_is_faster():
     assert all_slower.verdict is Verdict.INCONCLUSIVE
     one_seed = _analyse(exact=(0.40,), kernels={k: ((0.30,), 2000.0) for k in KERNELS})
     assert one_seed.verdict is Verdict.INCONCLUSIVE  # no spread to judge by
+
+
+def test_the_speed_is_the_timed_step_at_the_bound_not_a_runs_throughput():
+    """The timed step at the trees' bound (the middle length; seed 0's run) decides which
+    kernels are faster: not the throughput a run recorded while it trained (which a neighbour
+    on the machine changes), nor the other lengths."""
+    results = {EXACT: [_result(EXACT, s, d, 1000.0) for s, d in enumerate((0.40, 0.41))]}
+    results.update({k: [_result(k, s, d, 2000.0) for s, d in enumerate((0.30, 0.31))]
+                    for k in KERNELS})  # fmt: skip
+    linear = results["linear"][0].metrics
+    linear["units_per_s"] = 1e9  # trained fast, beside nothing: ignored
+    linear["costs"]["30"]["step_s"] = 1e-9  # fast at half the bound: ignored
+    linear["costs"]["60"]["step_s"] = 2e-3  # slower than exact's 1e-3 at the bound
+    section = CLAIM.analyse(results)
+    (name, _, _), = [c for c in section.comparisons if "(linear)" in c[0]]  # fmt: skip
+    assert "0.50x exact's speed: slower, not judged" in name
+    assert section.verdict is Verdict.HELD
 
 
 def test_pending_until_every_run_is_in():

@@ -100,6 +100,21 @@ def test_claim_11_times_each_models_step_at_four_lengths(smoke):
     assert "a training step on 8 sequences: 20 tokens" in (smoke / "report.md").read_text()
 
 
+def test_the_timed_claims_are_timed_each_in_one_pass_after_the_training(smoke):
+    """Claims 8, 11 and 14 compare speeds: each variant's run is timed after every run has
+    finished (its result has its pass), the variants of a claim in the same pass."""
+    results = read_results(smoke / "results.jsonl")
+    for task, key in (("fsdd", "dev_step"), ("recall", "step_s_at"), ("listops", "costs")):
+        runs = [r for r in results if r.task == task]
+        assert runs and all(key in r.metrics for r in runs)
+        assert len({json.dumps(r.metrics["timed"], sort_keys=True) for r in runs}) == 1
+    speech = [r.metrics["dev_step"] for r in results if r.task == "fsdd"]
+    assert all(m["step_s"] > 0 and m["units"] > 0 for m in speech)
+    page = (smoke / "report.md").read_text()
+    assert "a training step on 16 dev utterances" in page
+    assert "timed side by side after the training, in one pass" in page
+
+
 def test_claim_7_tests_each_trained_model_at_three_lengths(smoke):
     positions = [r for r in read_results(smoke / "results.jsonl") if r.task == "positions"]
     # one model per encoding (one seed), not one per test length
@@ -352,10 +367,12 @@ def test_local_processes_give_the_same_results(tmp_path):
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="--jobs 2 needs two cores")
-def test_under_jobs_n_a_timed_claims_jobs_run_alone_with_every_thread(tmp_path):
-    """Claim 11 compares speeds (``timed``): under ``--jobs 2`` its jobs run in the report's
-    own process with all of its threads (here the machine's); claim 4's run in the two worker
-    processes, half the threads each."""
+def test_under_jobs_n_a_timed_claims_runs_train_in_the_workers_and_are_timed_with_every_thread(
+    tmp_path,
+):
+    """Claim 11 compares speeds (``timed``): under ``--jobs 2`` its runs train in the two worker
+    processes, half the threads each, like claim 4's; its steps are timed afterwards, side by
+    side in the report's own process with all of its threads (here the machine's)."""
     cores, before = os.cpu_count(), torch.get_num_threads()
     torch.set_num_threads(cores)  # as many as the cores: unlike a worker's half
     try:
@@ -363,9 +380,12 @@ def test_under_jobs_n_a_timed_claims_jobs_run_alone_with_every_thread(tmp_path):
     finally:
         torch.set_num_threads(before)
     threads = {}
-    for r in read_results(tmp_path / "results.jsonl"):
+    results = read_results(tmp_path / "results.jsonl")
+    for r in results:
         threads.setdefault(r.task, set()).add(r.provenance["threads"])
-    assert threads == {"pos": {cores // 2}, "recall": {cores}}
+    assert threads == {"pos": {cores // 2}, "recall": {cores // 2}}
+    timed = [r.metrics["timed"] for r in results if r.task == "recall"]
+    assert len(timed) == 2 and timed[0] == timed[1] and timed[0]["threads"] == cores
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="--jobs 2 needs two cores")

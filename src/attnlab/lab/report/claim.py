@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from .budgets import Budget
 from .jobs import Job, JobResult, with_inits
 from .stats import Comparison, Verdict, combine
+from .timing import timing_note
 
 __all__ = [
     "Claim",
@@ -21,7 +23,6 @@ __all__ = [
     "claims_plan",
     "compare",
     "computed_here",
-    "timed_keys",
     "scores_of",
     "is_fraction",
     "SA",
@@ -69,9 +70,10 @@ class Claim:
     claim: str = ""
     setup: str = ""
     rule: str = ""
-    #: its rule or its figures compare speeds: under ``--jobs N`` its jobs still run one at a
-    #: time with every thread (:func:`timed_keys`), never beside another job
-    timed: bool = False
+    #: its rule or its figures compare speeds: the key of ``JobResult.metrics`` where
+    #: :meth:`time_run` puts what it measures of each variant's run of seed 0, side by side
+    #: after the training (:mod:`.timing`); None for a claim that times nothing
+    timed: str | None = None
 
     def variants(self) -> list[tuple[str, tuple[str, ...]]]:
         raise NotImplementedError
@@ -88,6 +90,12 @@ class Claim:
             label: [Job(self.task, (*base, *options), seed, label) for seed in budget.seeds]
             for label, options in self.variants_for(base)
         }
+
+    def time_run(self, run: Path) -> dict[str, Any]:
+        """What a timed claim (:attr:`timed`) measures of its finished ``run`` (a directory),
+        to merge into its job's metrics; called in the report's own process, one run after
+        another, nothing else running (:func:`~.timing.time_claims`)."""
+        raise NotImplementedError(f"claim {self.number} times nothing")
 
     def comparisons(self) -> list[tuple]:
         """The rule's parts: ``(name, rule, variant a, variant b)``, the rule applied to the dev
@@ -107,7 +115,9 @@ class Claim:
     def _section(self, results: dict[str, list[JobResult]], parts, **extra) -> Section:
         rows = [_row(label, rs) for label, rs in results.items()]
         verdicts = [v for _, v, _ in parts]
-        extra["notes"] = [*extra.get("notes", []), *(f"revised: {r}" for r in self.revisions)]
+        timing = timing_note([r for rs in results.values() for r in rs]) if self.timed else None
+        extra["notes"] = [*extra.get("notes", []), *([timing] if timing else []),
+                          *(f"revised: {r}" for r in self.revisions)]  # fmt: skip
         return Section(self.number, self.name, self.claim, self.setup, self.rule, rows, parts,
                        combine(verdicts), plot=_bar_plot(self, rows), **extra)  # fmt: skip
 
@@ -117,13 +127,6 @@ def claims_plan(claims: Sequence[Claim], budget: Budget) -> list[Job]:
     the report runs, and what its pages count as planned."""
     return with_inits(job for claim in claims for runs in claim.jobs(budget).values()
                       for job in runs)  # fmt: skip
-
-
-def timed_keys(claims: Sequence[Claim], budget: Budget) -> frozenset[str]:
-    """The keys of the jobs of ``claims`` at ``budget`` that some timed claim
-    (:attr:`Claim.timed`) reads."""
-    return frozenset(job.key for claim in claims if claim.timed
-                     for runs in claim.jobs(budget).values() for job in runs)  # fmt: skip
 
 
 def computed_here() -> str:

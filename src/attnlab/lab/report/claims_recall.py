@@ -1,6 +1,6 @@
 """Claim 11 of the report, on ``recall``: self-attention reaches a key far back in one step, an
 RNN must carry it through every step between; and what each pays per training step as the
-sequences grow (:func:`recall_measures`, called by the runner)."""
+sequences grow (:func:`recall_measures`, timed side by side after the training: :mod:`.timing`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ LENGTHS = (20, 80, 320, 1280)
 
 class ForgettingRNN(Claim):
     number, task, name = 11, "recall", "self-attention recalls what an RNN forgets"
-    timed = True  # its speeds are compared: measured alone
+    timed = "step_s_at"  # its speeds are compared: timed side by side after the training
     claim = ("Self-attention reaches any earlier position in one step; an RNN must carry it "
              "through every step between, and forgets a key far back.")  # fmt: skip
     setup = ("The recall task (key-value pairs, the queried one 8 to 16 tokens back, then its "
@@ -50,6 +50,9 @@ class ForgettingRNN(Claim):
         return [("self-attention", (*self.OPTIONS, *self.ATTENTION)),
                 ("RNN (BiLSTM)", (*self.OPTIONS, *self.RNN))]  # fmt: skip
 
+    def time_run(self, run: Path) -> dict[str, Any]:
+        return recall_measures(run)
+
     def analyse(self, results):
         sa, rnn = (results[v[0]] for v in self.variants())
         name, verdict, comparison = compare("dev(SA) - dev(RNN)", Better(0.05), sa, rnn)
@@ -63,9 +66,9 @@ class ForgettingRNN(Claim):
         untimed = [label for label, rs in results.items()
                    if any(r.seed == 0 for r in rs) and not steps[label]]  # fmt: skip
         if untimed:
-            notes.append(f"{', '.join(untimed)}: the run of seed 0 finished before the report "
-                         "timed its steps; delete its jobs/KEY/result.json and run the report "
-                         "again to time them (the run is not trained again)")  # fmt: skip
+            notes.append(f"{', '.join(untimed)}: not timed yet (the steps are timed side by "
+                         "side once every model's run of seed 0 has finished, by `attnlab "
+                         "report` without --shard)")  # fmt: skip
         for label, measured in steps.items():
             if measured:
                 notes.append(f"{label}, a training step on {SPEED_BATCH} sequences: " + ", ".join(
@@ -85,7 +88,7 @@ def _steps(rs: list[JobResult]) -> dict[int, float]:
 
 
 def recall_measures(run: str | Path, *, repeats: int = 3) -> dict[str, Any]:
-    """What claim 11 takes of a finished ``recall`` run beside its scores: ``step_s_at``, the
+    """Claim 11's timed measure of a finished ``recall`` run (:mod:`.timing`): ``step_s_at``, the
     seconds of a training step of the run's model (in its precision) on :data:`SPEED_BATCH`
     random sequences of each of :data:`LENGTHS` tokens (``step_errors``: the message of a
     length the model cannot run, e.g. beyond learned positions' maximum)."""

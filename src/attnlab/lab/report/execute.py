@@ -48,34 +48,26 @@ def _progress(total: int):
     return tqdm(total=total, desc="report", unit="job", dynamic_ncols=True)
 
 
-def run_local(
-    todo: Sequence[Job], out: Path, processes: int, alone: frozenset[str] = frozenset()
-) -> None:
+def run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
     """Run ``todo``: one after another in this process, or in ``processes`` worker processes
-    a wave at a time (:func:`waves`), except the jobs keyed in ``alone``, which run here,
-    one at a time with all of this process's threads, after the rest of their wave: their
-    speeds are measured without a neighbour."""
+    a wave at a time (:func:`waves`). (What a claim times is timed afterwards, alone:
+    :mod:`.timing`.)"""
     if not todo:
         return
     with _progress(len(todo)) as bar:
-
-        def here(jobs: Sequence[Job]) -> None:
-            for job in jobs:
+        if processes == 1:
+            for job in todo:
                 bar.set_postfix_str(job.label)
                 run_one(job, out)
                 bar.update()
-
-        if processes == 1:
-            return here(todo)
+            return
         context = get_context("spawn")
         pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                    initargs=(_threads(processes),))  # fmt: skip
         with _sigterm_as_ctrl_c(), pool:
             for wave in waves(todo):
                 bar.set_postfix_str(f"{processes} at a time")
-                _in_workers(pool, [job for job in wave if job.key not in alone], out, processes,
-                            bar)  # fmt: skip
-                here([job for job in wave if job.key in alone])
+                _in_workers(pool, wave, out, processes, bar)
 
 
 def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, processes: int,
@@ -180,8 +172,7 @@ def run_one(job: Job, out: Path) -> None:
     from attnlab.lab.train import RunError
 
     from .claims_conv import receptive_fields
-    from .claims_lra import listops_measures
-    from .claims_recall import recall_measures
+    from .claims_lra import listops_rules
     from .minimal_pairs import pair_scores
     from .probes import head_divergence
     from .rescore import BEAM, beam_scores, scores_at_lengths
@@ -219,12 +210,10 @@ def run_one(job: Job, out: Path) -> None:
         extra["head_js"] = head_divergence(run)
     if job.task == "pos":  # claim 3's test: the long-range minimal pairs
         extra["minimal_pairs"] = pair_scores(run)
-    if job.task == "listops":  # claim 14's lookup baseline; speed at 3 lengths, memory: seed 0
-        extra.update(listops_measures(run, costs=job.seed == 0))
+    if job.task == "listops":  # claim 14's lookup baseline (its step costs: .timing)
+        extra["rules"] = listops_rules(run)
     if job.task in ("digits", "fashion") and "--model.encoder.kind=cnn" not in job.options:
         extra["receptive_fields"] = receptive_fields(run)  # claim 9: what attention learnt
-    if job.task == "recall" and job.seed == 0:  # claim 11: a step's time against the length
-        extra.update(recall_measures(run))
     if job.task == "positions":  # claim 7: the same model tested at 2L and 4L
         extra["test_at"] = scores_at_lengths(run)
     if job.task == "g2p":  # claim 15: the same model decoded with a beam

@@ -31,7 +31,9 @@ from attnlab.lab.train.config import resolve_config
 __all__ = [
     "Job",
     "JobResult",
+    "add_to_result",
     "forget",
+    "has_run",
     "import_results",
     "lost_inits",
     "read_result",
@@ -158,6 +160,21 @@ def write_result(
     return result
 
 
+def add_to_result(out: Path, job: Job, extra: dict[str, Any]) -> JobResult:
+    """Merge ``extra`` into the metrics of ``job``'s recorded result, atomically (measures
+    taken after the job finished, :mod:`.timing`).
+
+    Raises:
+        ValueError: the job has no result in ``out``.
+    """
+    result = read_result(out, job)
+    if result is None:
+        raise ValueError(f"job {job.label or job.key} has no result in {out} to add to")
+    result.metrics.update(extra)
+    atomic_write_text(job_dir(out, job) / "result.json", json.dumps(asdict(result), sort_keys=True))
+    return result
+
+
 def read_results(path: Path) -> list[JobResult]:
     """The results of a ``results.jsonl``.
 
@@ -221,13 +238,18 @@ def lost_inits(out: Path, todo: Sequence[Job], taken: Iterable[str] = ()) -> lis
     taken, lost = set(taken), {}
     for job in todo:
         for step in job.chain()[:-1]:
-            run = job_dir(out, step)
-            saved = (run / "metrics.json").exists() and any(
-                (run / name).exists() for name in ("best.pt", "last.pt")
-            )
-            if not saved and (step.key in taken or read_result(out, step) is not None):
+            if not has_run(out, step) and (step.key in taken or read_result(out, step) is not None):
                 lost.setdefault(step.key, step)
     return list(lost.values())
+
+
+def has_run(out: Path, job: Job) -> bool:
+    """Whether ``job``'s finished run is in ``out``: its ``metrics.json`` and a checkpoint
+    (``best.pt`` or ``last.pt``), which a result taken from another report lacks."""
+    run = job_dir(out, job)
+    return (run / "metrics.json").exists() and any(
+        (run / name).exists() for name in ("best.pt", "last.pt")
+    )
 
 
 def forget(out: Path, job: Job) -> None:

@@ -1,12 +1,13 @@
 """``attnlab report``: run the claims' jobs that have not finished, then write the report.
 
 Jobs run in this process one after another (``--jobs 1``), in ``N`` local processes with the
-machine's threads divided among them (``--jobs N``: never oversubscribed; the jobs of claims that
-compare speeds still run alone, with every thread, after the others), or only those of one
+machine's threads divided among them (``--jobs N``: never oversubscribed), or only those of one
 shard (``--shard I/N``: any scheduler can spread a report over machines sharing ``--out``);
 ``--collect`` renders what has finished. A job's output goes to ``OUT/jobs/KEY.log``.
-``--executor ray`` places every job where the cluster has a CPU free: the speeds it records are
-what those machines and their neighbours gave. The running itself is :mod:`.execute`'s.
+``--executor ray`` places every job where the cluster has a CPU free: the throughput a run
+records is what its machine and neighbours gave. The running itself is :mod:`.execute`'s. The
+speeds a claim compares are timed afterwards, side by side in this process (:mod:`.timing`;
+with ``--shard``, by a run without it once every shard has finished).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from attnlab.lab.train.atomic import atomic_write_text
 
 from .budgets import BUDGETS
 from .check import check_jobs
-from .claim import Claim, claims_plan, timed_keys
+from .claim import Claim, claims_plan
 from .claims import select
 from .execute import run_local, run_ray
 from .jobs import (
@@ -34,6 +35,7 @@ from .jobs import (
     shard,
     with_inits,
 )
+from .timing import time_claims, timed_jobs
 
 __all__ = ["report_command", "run_jobs"]
 
@@ -100,7 +102,13 @@ def report_command(
     if executor == "ray":
         run_ray(todo, out)
     else:
-        run_local(todo, out, jobs, alone=timed_keys(chosen, BUDGETS[budget]))
+        run_local(todo, out, jobs)
+    if shard_spec is None:  # the speeds a claim compares, side by side, here (.timing)
+        time_claims(out, chosen, BUDGETS[budget])
+    elif any(timed_jobs(claim, BUDGETS[budget]) for claim in chosen):
+        print("the speeds that claims compare are timed side by side on one machine, after "
+              f"the training: run attnlab report --budget {budget} --out {out} (without "
+              "--shard) once every shard has finished")  # fmt: skip
     print(render(out, BUDGETS[budget], chosen))
     return 0
 

@@ -1,6 +1,7 @@
-"""What a training step of a finished run's model costs on random sequences of given lengths:
-the speed-against-length measures of claims 11 (:func:`~.claims_recall.recall_measures`) and 14
-(:func:`~.claims_lra.listops_measures`)."""
+"""What a training step of a finished run's model costs: on random sequences of given lengths
+(the speed-against-length measures of claims 11, :func:`~.claims_recall.recall_measures`, and
+14, :func:`~.claims_lra.listops_costs`), or on the first examples of its dev split (claim 8's,
+:func:`dev_step_cost`). The report takes them side by side after the training (:mod:`.timing`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["random_step_costs"]
+__all__ = ["dev_step_cost", "random_step_costs"]
 
 
 def random_step_costs(
@@ -45,3 +46,29 @@ def random_step_costs(
             cost = {"error": (str(err).splitlines() or [type(err).__name__])[0][:80]}
         measured[str(n)] = cost
     return measured
+
+
+def dev_step_cost(run: Any, batch: int, *, repeats: int = 3) -> dict[str, float]:
+    """The seconds of a training step of the finished ``run``'s model (train mode, in its
+    precision on this CPU) on the first ``batch`` examples of its dev split, as one batch:
+    ``{"step_s": s, "units": the units its loss counts}``."""
+    import torch
+
+    from attnlab.lab.bench.measure import training_step_cost
+    from attnlab.lab.train.checkpoint import load_for_inference
+    from attnlab.lab.train.precision import choose_precision
+
+    task, model, cfg = load_for_inference(str(run), setup=True)
+    bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
+    examples = task.collate(task.splits()["dev"][:batch])
+    model.train()
+    units = 0.0
+
+    def loss() -> torch.Tensor:
+        nonlocal units
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            total, units = task.loss(model, examples)
+        return total
+
+    seconds, _ = training_step_cost(model, loss, repeats=repeats, memory=False)
+    return {"step_s": seconds, "units": float(units)}

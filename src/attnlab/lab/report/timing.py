@@ -1,0 +1,86 @@
+"""The measures that compare speeds (claims 11 and 14: a training step's time against the
+sequence length), taken after the training, side by side.
+
+A timed claim's runs train like any other job: beside each other under ``--jobs N``, on Ray
+wherever a CPU is free, over shards and days. What the claim compares is timed afterwards: once
+every variant's run of seed 0 has finished, :func:`time_claims` measures each of them in turn
+(:meth:`Claim.time_run <.claim.Claim.time_run>`) in the report's own process, with all of its
+threads and no job running, and adds the figures to the job's result with the pass that took
+them (``metrics["timed"]``: when, on which CPU, with how many threads). A pass measures every
+run of the claim that is here, so that its figures are of one machine at one time; another
+pass runs when a run here lacks its figures or they come from different passes. A result taken
+from another report (``--from-results``) has no run here: it keeps the figures it came with,
+and the claim's page names the passes its figures come from (:func:`timing_note`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .jobs import Job, JobResult, add_to_result, has_run, job_dir, read_result
+
+if TYPE_CHECKING:
+    from .budgets import Budget
+    from .claim import Claim
+
+__all__ = ["time_claims", "timed_jobs", "timing_note"]
+
+
+def timed_jobs(claim: Claim, budget: Budget) -> list[Job]:
+    """The runs ``claim`` times at ``budget``: each variant's of seed 0 (none if it times
+    nothing)."""
+    if claim.timed is None:
+        return []
+    return [job for runs in claim.jobs(budget).values() for job in runs if job.seed == 0]
+
+
+def time_claims(
+    out: Path, claims: Sequence[Claim], budget: Budget, *, say: Callable[[str], Any] = print
+) -> int:
+    """Time the runs of each timed claim of ``claims`` in ``out`` (module docstring) once they
+    have all finished, unless their figures are there, from one pass; return how many runs
+    were timed."""
+    import torch
+
+    from attnlab.lab.bench.train import machine
+
+    timed = 0
+    for claim in claims:
+        group = timed_jobs(claim, budget)
+        results = [read_result(out, job) for job in group]
+        if not group or any(r is None for r in results):
+            continue  # the pass waits for every run: its figures are side by side
+        here = [(job, r) for job, r in zip(group, results) if has_run(out, job)]
+        due = [job for job, r in here if claim.timed not in r.metrics]
+        passes = {json.dumps(r.metrics.get("timed"), sort_keys=True) for _, r in here}
+        if not here or (not due and len(passes) == 1):
+            continue
+        stamp = {"at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                 "cpu": machine()["cpu"], "threads": torch.get_num_threads()}  # fmt: skip
+        say(f"claim {claim.number}: timing its {len(here)} runs of seed 0 one after another, "
+            f"with {stamp['threads']} threads")  # fmt: skip
+        for job, _ in here:
+            start = time.perf_counter()
+            add_to_result(out, job, {**claim.time_run(job_dir(out, job)), "timed": stamp})
+            say(f"  {job.label or job.key}: {time.perf_counter() - start:.1f} s")
+            timed += 1
+    return timed
+
+
+def timing_note(results: Sequence[JobResult]) -> str | None:
+    """Where the figures of a timed claim's ``results`` were measured: the pass (or passes,
+    which are not side by side) of :func:`time_claims`; None if none has been timed."""
+    stamps = {json.dumps(r.metrics["timed"], sort_keys=True)
+              for r in results if r.metrics.get("timed")}  # fmt: skip
+    if not stamps:
+        return None
+    passes = [json.loads(s) for s in sorted(stamps)]
+    said = "; ".join(f"{p['at']} on {p['cpu']}, {p['threads']} threads" for p in passes)
+    if len(passes) == 1:
+        return f"the speeds were timed side by side after the training, in one pass: {said}"
+    return (f"the speeds were timed in {len(passes)} passes ({said}): figures of different "
+            "passes are not side by side")  # fmt: skip
