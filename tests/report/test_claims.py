@@ -155,8 +155,25 @@ def test_claim_11_draws_each_models_step_against_the_length():
     assert f"{a}, a training step on 8 sequences: 20 tokens 2.0 ms, 80 tokens 4.0 ms" in (
         section.notes)  # fmt: skip
     assert [line.get_label() for line in section.plot.axes[0].lines] == [a, b]
+    assert not any("not timed yet" in n for n in section.notes)
     unmeasured = c.analyse({a: runs("sa", [0.95, 0.96], "recall"), b: []})
     assert unmeasured.plot is not None  # the scores' bars until a step is measured
+    assert any(n.startswith(f"{a}: not timed yet") for n in unmeasured.notes)
+
+
+def test_claim_8_gives_each_windows_timed_step_against_full_attention():
+    c = claim(8)
+    labels = [label for label, _ in c.variants()]
+    step = {"full attention": 0.010, "window ±8 frames": 0.020, "window ±2 frames": 0.025}
+    stamp = {"at": "2026-12-06 01:00:00 UTC", "cpu": "a CPU", "threads": 2}
+    results = {label: runs(label, [0.97, 0.98, 0.97], "fsdd",
+                           dev_step={"step_s": step[label], "units": 100.0}, timed=stamp)
+               for label in labels}  # fmt: skip
+    notes = c.analyse(results).notes
+    assert "window ±8 frames: a training step on 16 dev utterances 20.0 ms, 0.50x full " \
+           "attention's speed" in notes  # fmt: skip
+    assert any(n.startswith("the speeds were timed side by side after the training, in one "
+                            "pass: 2026-12-06 01:00:00 UTC on a CPU, 2 threads") for n in notes)  # fmt: skip
 
 
 def test_receptive_fields_put_each_weight_at_its_offset(monkeypatch):

@@ -88,6 +88,32 @@ def test_the_speed_is_the_timed_step_at_the_bound_not_a_runs_throughput():
     assert section.verdict is Verdict.HELD
 
 
+def test_the_step_of_the_training_batch_is_the_speed_where_it_was_timed():
+    """A run timed with ``bound_step`` (a step of the training batch at the bound) is judged by
+    it, not by the 4-sequence ``costs``; a kernel without one beside an exact that has one has
+    no speed yet (figures of two methods are not compared)."""
+
+    def timed(label: str, seed: int, dev: float, bound_s: float | None) -> JobResult:
+        r = _result(label, seed, dev, 2000.0)  # costs: twice exact's speed...
+        if seed == 0 and bound_s is not None:
+            r.metrics["bound_step"] = {"length": 60, "batch": 32, "step_s": bound_s}
+        return r
+
+    results = {EXACT: [timed(EXACT, s, d, 0.1) for s, d in enumerate((0.40, 0.41))]}
+    results.update({k: [timed(k, s, d, 0.05) for s, d in enumerate((0.30, 0.31))]
+                    for k in KERNELS})  # fmt: skip
+    results["local"] = [timed("local", s, d, 0.2) for s, d in enumerate((0.30, 0.31))]
+    results["bigbird"] = [timed("bigbird", s, d, None) for s, d in enumerate((0.30, 0.31))]
+    section = CLAIM.analyse(results)
+    names = {c[0].split(",")[0]: c for c in section.comparisons[1:]}
+    assert "2.00x exact's speed" in names["dev(exact) - dev(linear)"][0]
+    assert "0.50x exact's speed: slower" in names["dev(exact) - dev(local)"][0]  # not costs' 2x
+    assert "speed pending" in names["dev(exact) - dev(bigbird)"][0]
+    assert section.verdict is Verdict.PENDING
+    assert not any("timed before the step of the training batch" in n for n in section.notes)
+    assert any("timed before the step of the training batch" in n for n in _analyse().notes)
+
+
 def test_pending_until_every_run_is_in():
     results = {EXACT: [_result(EXACT, 0, 0.4, 1000.0)], **{k: [] for k in KERNELS}}
     assert CLAIM.analyse(results).verdict is Verdict.PENDING

@@ -112,14 +112,32 @@ class Claim:
                 for name, rule, a, b, *split in self.comparisons()]  # fmt: skip
 
     # helpers
+    def _timing_notes(self, results: dict[str, list[JobResult]]) -> list[str]:
+        """Where this timed claim's figures come from (:func:`~.timing.timing_note`), and which
+        variants have none yet."""
+        said = timing_note([r for rs in results.values() for r in rs])
+        notes = [said] if said else []
+        if untimed := _untimed(self, results):
+            notes.append(f"{', '.join(untimed)}: not timed yet (the report times every "
+                         "variant's run of seed 0 side by side once all have finished, in "
+                         "`attnlab report` without --shard; a result taken from another report "
+                         "without its run is not timed here)")  # fmt: skip
+        return notes
+
     def _section(self, results: dict[str, list[JobResult]], parts, **extra) -> Section:
         rows = [_row(label, rs) for label, rs in results.items()]
         verdicts = [v for _, v, _ in parts]
-        timing = timing_note([r for rs in results.values() for r in rs]) if self.timed else None
-        extra["notes"] = [*extra.get("notes", []), *([timing] if timing else []),
+        timing = self._timing_notes(results) if self.timed else []
+        extra["notes"] = [*extra.get("notes", []), *timing,
                           *(f"revised: {r}" for r in self.revisions)]  # fmt: skip
         return Section(self.number, self.name, self.claim, self.setup, self.rule, rows, parts,
                        combine(verdicts), plot=_bar_plot(self, rows), **extra)  # fmt: skip
+
+
+def _untimed(claim: Claim, results: dict[str, list[JobResult]]) -> list[str]:
+    """The variants whose run of seed 0 has finished without the figures ``claim`` times."""
+    return [label for label, rs in results.items()
+            if any(r.seed == 0 and claim.timed not in r.metrics for r in rs)]  # fmt: skip
 
 
 def claims_plan(claims: Sequence[Claim], budget: Budget) -> list[Job]:

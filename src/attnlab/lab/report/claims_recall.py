@@ -63,12 +63,6 @@ class ForgettingRNN(Claim):
             notes.append(f"not learnt at this budget: the better model's dev accuracy is "
                          f"{100 * best:.1f}% (< {100 * self.LEARNT:.0f}%)")  # fmt: skip
         steps = {label: _steps(rs) for label, rs in results.items()}
-        untimed = [label for label, rs in results.items()
-                   if any(r.seed == 0 for r in rs) and not steps[label]]  # fmt: skip
-        if untimed:
-            notes.append(f"{', '.join(untimed)}: not timed yet (the steps are timed side by "
-                         "side once every model's run of seed 0 has finished, by `attnlab "
-                         "report` without --shard)")  # fmt: skip
         for label, measured in steps.items():
             if measured:
                 notes.append(f"{label}, a training step on {SPEED_BATCH} sequences: " + ", ".join(
