@@ -170,7 +170,7 @@ def test_claim_8_gives_each_windows_timed_step_against_full_attention():
                            dev_step={"step_s": step[label], "units": 100.0}, timed=stamp)
                for label in labels}  # fmt: skip
     notes = c.analyse(results).notes
-    assert "window ±8 frames: a training step on 16 dev utterances 20.0 ms, 0.50x full " \
+    assert "window ±8 frames: a training step on the 16 longest dev utterances 20.0 ms, 0.50x full " \
            "attention's speed" in notes  # fmt: skip
     assert any(n.startswith("the speeds were timed side by side after the training, in one "
                             "pass: 2026-12-06 01:00:00 UTC on a CPU, 2 threads") for n in notes)  # fmt: skip

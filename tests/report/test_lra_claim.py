@@ -114,6 +114,31 @@ def test_the_step_of_the_training_batch_is_the_speed_where_it_was_timed():
     assert any("timed before the step of the training batch" in n for n in _analyse().notes)
 
 
+def test_speeds_of_two_timing_passes_are_not_compared():
+    def timed(label: str, seed: int, dev: float, at: str) -> JobResult:
+        r = _result(label, seed, dev, 2000.0)
+        if seed == 0:
+            r.metrics["bound_step"] = {"length": 60, "batch": 32, "step_s": 0.1}
+            r.metrics["timed"] = {"at": at, "cpu": "a CPU", "threads": 2}
+        return r
+
+    results = {label: [timed(label, s, d, "then") for s, d in enumerate((0.40, 0.41))]
+               for label in (EXACT, *KERNELS)}  # fmt: skip
+    results["linear"][0].metrics["timed"]["at"] = "later"  # e.g. trained again since
+    section = CLAIM.analyse(results)
+    assert section.verdict is Verdict.PENDING
+    assert all("speed pending" in c[0] for c in section.comparisons[1:])
+    assert any(n.startswith("the speeds come from more than one timing pass") for n in
+               section.notes)  # fmt: skip
+    exact_failed = {k: list(v) for k, v in results.items()}
+    exact_failed["linear"][0].metrics["timed"]["at"] = "then"
+    exact_failed[EXACT][0].metrics["bound_step"] = {"length": 60, "batch": 32,
+                                                    "error": "out of memory"}  # fmt: skip
+    section = CLAIM.analyse(exact_failed)
+    assert section.verdict is Verdict.PENDING
+    assert f"{EXACT}: its step at the trees' bound failed (out of memory)" in section.notes
+
+
 def test_pending_until_every_run_is_in():
     results = {EXACT: [_result(EXACT, 0, 0.4, 1000.0)], **{k: [] for k in KERNELS}}
     assert CLAIM.analyse(results).verdict is Verdict.PENDING

@@ -63,7 +63,7 @@ def test_the_smoke_report_has_every_claim_and_says_it_checks_the_plumbing_only(s
     assert "attnlab report --budget smoke --claims 1" in md
 
 
-def test_every_listops_job_measures_the_lookup_rules_and_its_step_at_three_lengths(smoke):
+def test_every_listops_job_measures_the_lookup_rules_and_seed_0s_its_step_at_three_lengths(smoke):
     listops = [r for r in read_results(smoke / "results.jsonl") if r.task == "listops"]
     assert len(listops) == 7  # exact and six kernels, one seed
     for r in listops:
@@ -113,7 +113,7 @@ def test_the_timed_claims_are_timed_each_in_one_pass_after_the_training(smoke):
     speech = [r.metrics["dev_step"] for r in results if r.task == "fsdd"]
     assert all(m["step_s"] > 0 and m["units"] > 0 for m in speech)
     page = (smoke / "report.md").read_text()
-    assert "a training step on 16 dev utterances" in page
+    assert "a training step on the 16 longest dev utterances" in page
     assert "timed side by side after the training, in one pass" in page
 
 

@@ -55,7 +55,7 @@ BUDGETS = {
                     "--task_options.max_length=300", "--train.max_steps=50", *QUIET),
     }, "short runs (pos: 200 steps on 8,000 sentences, read on dev once, at the end; cora: 100 epochs, read on dev every 5; freesolv: 15; fsdd: "
        "6; recall: 1 on 20,000 sequences; positions: 5; digits: up to 200, stopped 20 epochs after dev stops improving; g2p: 3 epochs on 8,000 words; listops: 50 steps on 2,000 trees of 100-300 tokens), seeds 0 and 1: a first look, not the recipes. "
-       "Cut on 2026-12-05 toward its 20 minutes, for time alone: pos 200 steps (was 250), claim 3's taggers 300 (500) and its masked LM 400 (600); later that day pos's dev read once (was also at step 125, 2 s a read) and Cora's every 5 epochs (was every epoch); listops 50 steps (was 100: its jobs compare speeds, so they run alone, one at a time). "
+       "Cut on 2026-12-05 toward its 20 minutes, for time alone: pos 200 steps (was 250), claim 3's taggers 300 (500) and its masked LM 400 (600); later that day pos's dev read once (was also at step 125, 2 s a read) and Cora's every 5 epochs (was every epoch); listops 50 steps (was 100: its jobs compared speeds, so they then ran alone, one at a time). "
        "Cora at 50 epochs and positions at 3, tried the same day, left claims 12 and 7 with nothing learnt (dot-product attention along edges at 40.6% dev, every positional encoding at chance) and are back at 100 and 5"),
     "full": Budget("full", (0, 1, 2), {
         **{t: QUIET for t in ("pos", "cora", "citeseer", "freesolv", "fsdd", "positions", "g2p")},

@@ -115,7 +115,7 @@ class Claim:
     def _timing_notes(self, results: dict[str, list[JobResult]]) -> list[str]:
         """Where this timed claim's figures come from (:func:`~.timing.timing_note`), and which
         variants have none yet."""
-        said = timing_note([r for rs in results.values() for r in rs])
+        said = timing_note([r for rs in results.values() for r in rs], self.timed)
         notes = [said] if said else []
         if untimed := _untimed(self, results):
             notes.append(f"{', '.join(untimed)}: not timed yet (the report times every "

@@ -104,7 +104,7 @@ class TruncatedSpeech(Claim):
     setup = ("Spoken digits (fsdd, log-mel frames, Conv2d x4 subsampling: an encoder frame is 40 "
              "ms): full self-attention against windows of ±2 and ±8 encoder frames (±80 and "
              "±320 ms); accuracy, and beside it the time of a training step of each trained "
-             f"model (seed 0's) on the first {STEP_BATCH} dev utterances, timed side by side "
+             f"model (seed 0's) on the {STEP_BATCH} longest dev utterances, timed side by side "
              "after the training.")  # fmt: skip
     rule = (
         "window ±8 vs full attention: "
@@ -129,7 +129,7 @@ class TruncatedSpeech(Claim):
                               if r.metrics.get(self.timed)), None)
                  for label, rs in results.items()}  # fmt: skip
         full = steps.get("full attention")
-        notes = [f"{label}: a training step on {self.STEP_BATCH} dev utterances "
+        notes = [f"{label}: a training step on the {self.STEP_BATCH} longest dev utterances "
                  f"{1000 * s:.1f} ms" + (f", {full / s:.2f}x full attention's speed" if full else "")
                  for label, s in steps.items() if s]  # fmt: skip
         return self._section(results, self._parts(results), notes=notes)

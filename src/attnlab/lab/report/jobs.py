@@ -160,9 +160,12 @@ def write_result(
     return result
 
 
-def add_to_result(out: Path, job: Job, extra: dict[str, Any]) -> JobResult:
-    """Merge ``extra`` into the metrics of ``job``'s recorded result, atomically (measures
-    taken after the job finished, :mod:`.timing`).
+def add_to_result(
+    out: Path, job: Job, extra: dict[str, Any], *, drop: Iterable[str] = ()
+) -> JobResult:
+    """Merge ``extra`` into the metrics of ``job``'s recorded result, without the metrics
+    named in ``drop`` (those of an earlier measure), atomically (measures taken after the job
+    finished, :mod:`.timing`).
 
     Raises:
         ValueError: the job has no result in ``out``.
@@ -170,6 +173,8 @@ def add_to_result(out: Path, job: Job, extra: dict[str, Any]) -> JobResult:
     result = read_result(out, job)
     if result is None:
         raise ValueError(f"job {job.label or job.key} has no result in {out} to add to")
+    for name in drop:
+        result.metrics.pop(name, None)
     result.metrics.update(extra)
     atomic_write_text(job_dir(out, job) / "result.json", json.dumps(asdict(result), sort_keys=True))
     return result

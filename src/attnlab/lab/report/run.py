@@ -106,9 +106,10 @@ def report_command(
     if shard_spec is None:  # the speeds a claim compares, side by side, here (.timing)
         time_claims(out, chosen, BUDGETS[budget])
     elif any(timed_jobs(claim, BUDGETS[budget]) for claim in chosen):
+        timed = " ".join(str(c.number) for c in chosen if timed_jobs(c, BUDGETS[budget]))
         print("the speeds that claims compare are timed side by side on one machine, after "
-              f"the training: run attnlab report --budget {budget} --out {out} (without "
-              "--shard) once every shard has finished")  # fmt: skip
+              f"the training: once every shard has finished, run attnlab report --budget "
+              f"{budget} --out {out} --claims {timed} (without --shard)")  # fmt: skip
     print(render(out, BUDGETS[budget], chosen))
     return 0
 

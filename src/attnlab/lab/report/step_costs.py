@@ -1,6 +1,6 @@
 """What a training step of a finished run's model costs: on random sequences of given lengths
 (the speed-against-length measures of claims 11, :func:`~.claims_recall.recall_measures`, and
-14, :func:`~.claims_lra.listops_costs`), or on the first examples of its dev split (claim 8's,
+14, :func:`~.claims_lra.listops_costs`), or on the longest examples of its dev split (claim 8's,
 :func:`dev_step_cost`). The report takes them side by side after the training (:mod:`.timing`)."""
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ def random_step_costs(
 
 def dev_step_cost(run: Any, batch: int, *, repeats: int = 3) -> dict[str, float]:
     """The seconds of a training step of the finished ``run``'s model (train mode, in its
-    precision on this CPU) on the first ``batch`` examples of its dev split, as one batch:
-    ``{"step_s": s, "units": the units its loss counts}``."""
+    precision on this CPU) on the ``batch`` longest examples of its dev split (by the task's
+    ``batch_size_of``; the first of equals), as one batch: ``{"step_s": s, "units": the units
+    its loss counts}``."""
     import torch
 
     from attnlab.lab.bench.measure import training_step_cost
@@ -60,7 +61,9 @@ def dev_step_cost(run: Any, batch: int, *, repeats: int = 3) -> dict[str, float]
 
     task, model, cfg = load_for_inference(str(run), setup=True)
     bf16 = choose_precision(cfg.train.precision, torch.device("cpu")).bf16
-    examples = task.collate(task.splits()["dev"][:batch])
+    dev = task.splits()["dev"]
+    longest = sorted(range(len(dev)), key=lambda i: -task.batch_size_of(dev[i]))[:batch]
+    examples = task.collate([dev[i] for i in sorted(longest)])
     model.train()
     units = 0.0
 

@@ -1,5 +1,5 @@
-"""The measures that compare speeds (claims 11 and 14: a training step's time against the
-sequence length), taken after the training, side by side.
+"""The measures that compare speeds (claim 8: a training step on dev utterances; 11 and 14: a
+training step's time against the sequence length), taken after the training, side by side.
 
 A timed claim's runs train like any other job: beside each other under ``--jobs N``, on Ray
 wherever a CPU is free, over shards and days. What the claim compares is timed afterwards: once
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .budgets import Budget
     from .claim import Claim
 
-__all__ = ["time_claims", "timed_jobs", "timing_note"]
+__all__ = ["sources", "time_claims", "timed_jobs", "timing_note"]
 
 
 def timed_jobs(claim: Claim, budget: Budget) -> list[Job]:
@@ -42,8 +42,10 @@ def time_claims(
     out: Path, claims: Sequence[Claim], budget: Budget, *, say: Callable[[str], Any] = print
 ) -> int:
     """Time the runs of each timed claim of ``claims`` in ``out`` (module docstring) once they
-    have all finished, unless their figures are there, from one pass; return how many runs
-    were timed."""
+    have all finished, unless their figures are there, stamped by one pass; return how many
+    runs were timed. Every run of a claim is timed before any result is written: a pass that
+    fails (an error, said in one line) or is interrupted leaves the claim's results as they
+    were."""
     import torch
 
     from attnlab.lab.bench.train import machine
@@ -55,32 +57,62 @@ def time_claims(
         if not group or any(r is None for r in results):
             continue  # the pass waits for every run: its figures are side by side
         here = [(job, r) for job, r in zip(group, results) if has_run(out, job)]
-        due = [job for job, r in here if claim.timed not in r.metrics]
-        passes = {json.dumps(r.metrics.get("timed"), sort_keys=True) for _, r in here}
-        if not here or (not due and len(passes) == 1):
+        due = [job for job, r in here if claim.timed not in r.metrics or not r.metrics.get("timed")]
+        if not here or (not due and len({_source(r, claim.timed) for _, r in here}) == 1):
             continue
         stamp = {"at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                  "cpu": machine()["cpu"], "threads": torch.get_num_threads()}  # fmt: skip
         say(f"claim {claim.number}: timing its {len(here)} runs of seed 0 one after another, "
             f"with {stamp['threads']} threads")  # fmt: skip
-        for job, _ in here:
-            start = time.perf_counter()
-            add_to_result(out, job, {**claim.time_run(job_dir(out, job)), "timed": stamp})
-            say(f"  {job.label or job.key}: {time.perf_counter() - start:.1f} s")
+        measured = {}
+        try:
+            for job, _ in here:
+                start = time.perf_counter()
+                measured[job.key] = claim.time_run(job_dir(out, job))
+                say(f"  {job.label or job.key}: {time.perf_counter() - start:.1f} s")
+        except Exception as error:  # noqa: BLE001 - said; the report still renders
+            first = (str(error).splitlines() or [type(error).__name__])[0]
+            say(f"claim {claim.number}: timing failed at {job.label or job.key}, nothing "
+                f"written ({type(error).__name__}: {first})")  # fmt: skip
+            continue
+        for job, r in here:
+            before = (r.metrics.get("timed") or {}).get("keys", [])  # an earlier pass's figures
+            figures = measured[job.key]
+            add_to_result(out, job, {**figures, "timed": {**stamp, "keys": sorted(figures)}},
+                          drop=before)  # fmt: skip
             timed += 1
     return timed
 
 
-def timing_note(results: Sequence[JobResult]) -> str | None:
-    """Where the figures of a timed claim's ``results`` were measured: the pass (or passes,
-    which are not side by side) of :func:`time_claims`; None if none has been timed."""
-    stamps = {json.dumps(r.metrics["timed"], sort_keys=True)
-              for r in results if r.metrics.get("timed")}  # fmt: skip
-    if not stamps:
+def _source(result: JobResult, key: str | None) -> str:
+    """Which pass timed ``result``'s figures under ``key`` (its stamp), ``"unstamped"`` for
+    figures timed before there were passes (during the run, alone), ``""`` for none."""
+    if key is None or key not in result.metrics:
+        return ""
+    stamp = result.metrics.get("timed")
+    return json.dumps({k: v for k, v in stamp.items() if k != "keys"}, sort_keys=True) if stamp \
+        else "unstamped"  # fmt: skip
+
+
+def sources(results: Sequence[JobResult], key: str | None) -> set[str]:
+    """The passes (:func:`_source`) that timed the figures under ``key`` of ``results``."""
+    return {_source(r, key) for r in results} - {""}
+
+
+def timing_note(results: Sequence[JobResult], key: str | None) -> str | None:
+    """Where the figures under ``key`` of a timed claim's ``results`` were measured: the pass
+    (or passes, which are not side by side) of :func:`time_claims`, or during the runs (results
+    from before 2026-12-06); None if none has figures."""
+    found = sources(results, key)
+    if not found:
         return None
-    passes = [json.loads(s) for s in sorted(stamps)]
+    passes = [json.loads(s) for s in sorted(found - {"unstamped"})]
     said = "; ".join(f"{p['at']} on {p['cpu']}, {p['threads']} threads" for p in passes)
-    if len(passes) == 1:
+    if found == {"unstamped"}:
+        return ("the speeds were timed after each run, each run alone (before 2026-12-06, when "
+                "the report began timing them side by side after the training)")  # fmt: skip
+    if len(found) == 1:
         return f"the speeds were timed side by side after the training, in one pass: {said}"
-    return (f"the speeds were timed in {len(passes)} passes ({said}): figures of different "
-            "passes are not side by side")  # fmt: skip
+    during = ", and some during their runs" if "unstamped" in found else ""
+    return (f"the speeds were timed in {len(found)} passes ({said}{during}): figures of "
+            "different passes are not side by side")  # fmt: skip
