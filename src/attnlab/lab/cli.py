@@ -1,9 +1,8 @@
 """The ``attnlab`` command line.
 
-``attnlab demo | tasks | train | pretrain | eval | predict | show | runs | plot | data |
-bench``. Each
-subcommand lives in a small function; heavy imports happen inside them so ``attnlab --help``
-is instant.
+``attnlab demo | tasks | train | pretrain | eval | average | predict | show | runs | plot |
+report | data | bench``. Each subcommand lives in a small function; heavy imports happen inside
+them so ``attnlab --help`` is instant.
 """
 
 from __future__ import annotations

@@ -118,7 +118,8 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
     """Run those of ``jobs`` (and of the ``init`` jobs they start from) that have not finished
     in ``out``, as the report runs its own (a progress bar; ``processes`` as ``--jobs``), and
     return every job's result, in order: the one code path of the scripts under benchmarks/
-    that measure a claim with more variants or settings than the report's.
+    that measure a claim with more variants or settings than the report's. It times nothing
+    (the report's timing pass, :mod:`.timing`, is not run: those scripts time their own).
 
     Raises:
         RunError: a run failed; the message names the job and its log.
