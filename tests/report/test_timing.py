@@ -14,7 +14,8 @@ import torch
 from attnlab.lab.report.budgets import Budget
 from attnlab.lab.report.claim import Claim
 from attnlab.lab.report.jobs import JobResult, job_dir, read_result
-from attnlab.lab.report.timing import time_claims, timed_jobs, timing_note
+from attnlab.lab.report.passes import timing_note
+from attnlab.lab.report.timing import time_claims, timed_jobs
 
 BUDGET = Budget("test", (0, 1), {"recall": ("--train.max_steps=3",)}, "for the tests")
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from .budgets import Budget
 from .jobs import Job, JobResult, with_inits
+from .passes import timing_note
 from .stats import Comparison, Verdict, combine
-from .timing import timing_note
 
 __all__ = [
     "Claim",

@@ -20,8 +20,8 @@ import numpy as np
 
 from .claim import Claim, Section, compare
 from .jobs import JobResult
+from .passes import sources
 from .stats import Better, Verdict
-from .timing import sources
 
 __all__ = ["EfficientKernels", "listops_costs", "listops_rules"]
 

@@ -10,24 +10,24 @@ them (``metrics["timed"]``: when, on which CPU, with how many threads). A pass m
 run of the claim that is here, so that its figures are of one machine at one time; another
 pass runs when a run here lacks its figures or they come from different passes. A result taken
 from another report (``--from-results``) has no run here: it keeps the figures it came with,
-and the claim's page names the passes its figures come from (:func:`timing_note`).
+and the claim's page names the passes its figures come from (:func:`.passes.timing_note`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .jobs import Job, JobResult, add_to_result, has_run, job_dir, read_result
+from .jobs import Job, add_to_result, has_run, job_dir, read_result
+from .passes import source
 
 if TYPE_CHECKING:
     from .budgets import Budget
     from .claim import Claim
 
-__all__ = ["sources", "time_claims", "timed_jobs", "timing_note"]
+__all__ = ["time_claims", "timed_jobs"]
 
 
 def timed_jobs(claim: Claim, budget: Budget) -> list[Job]:
@@ -58,7 +58,7 @@ def time_claims(
             continue  # the pass waits for every run: its figures are side by side
         here = [(job, r) for job, r in zip(group, results) if has_run(out, job)]
         due = [job for job, r in here if claim.timed not in r.metrics or not r.metrics.get("timed")]
-        if not here or (not due and len({_source(r, claim.timed) for _, r in here}) == 1):
+        if not here or (not due and len({source(r, claim.timed) for _, r in here}) == 1):
             continue
         stamp = {"at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                  "cpu": machine()["cpu"], "threads": torch.get_num_threads()}  # fmt: skip
@@ -82,37 +82,3 @@ def time_claims(
                           drop=before)  # fmt: skip
             timed += 1
     return timed
-
-
-def _source(result: JobResult, key: str | None) -> str:
-    """Which pass timed ``result``'s figures under ``key`` (its stamp), ``"unstamped"`` for
-    figures timed before there were passes (during the run, alone), ``""`` for none."""
-    if key is None or key not in result.metrics:
-        return ""
-    stamp = result.metrics.get("timed")
-    return json.dumps({k: v for k, v in stamp.items() if k != "keys"}, sort_keys=True) if stamp \
-        else "unstamped"  # fmt: skip
-
-
-def sources(results: Sequence[JobResult], key: str | None) -> set[str]:
-    """The passes (:func:`_source`) that timed the figures under ``key`` of ``results``."""
-    return {_source(r, key) for r in results} - {""}
-
-
-def timing_note(results: Sequence[JobResult], key: str | None) -> str | None:
-    """Where the figures under ``key`` of a timed claim's ``results`` were measured: the pass
-    (or passes, which are not side by side) of :func:`time_claims`, or during the runs (results
-    from before 2026-12-06); None if none has figures."""
-    found = sources(results, key)
-    if not found:
-        return None
-    passes = [json.loads(s) for s in sorted(found - {"unstamped"})]
-    said = "; ".join(f"{p['at']} on {p['cpu']}, {p['threads']} threads" for p in passes)
-    if found == {"unstamped"}:
-        return ("the speeds were timed after each run, each run alone (before 2026-12-06, when "
-                "the report began timing them side by side after the training)")  # fmt: skip
-    if len(found) == 1:
-        return f"the speeds were timed side by side after the training, in one pass: {said}"
-    during = ", and some during their runs" if "unstamped" in found else ""
-    return (f"the speeds were timed in {len(found)} passes ({said}{during}): figures of "
-            "different passes are not side by side")  # fmt: skip
