@@ -210,13 +210,11 @@ def _bound_step(rs: list[JobResult]) -> dict[str, Any] | None:
     return next((r.metrics["bound_step"] for r in rs if r.metrics.get("bound_step")), None)
 
 
-def _step_at_bound(rs: list[JobResult], legacy: bool | None = None) -> float | None:
-    """A variant's step time at the trees' bound: its ``bound_step``'s, or (``legacy``; None:
-    when it has no ``bound_step``) the middle of its ``costs`` lengths."""
-    bound = _bound_step(rs)
-    if legacy is None:
-        legacy = bound is None
+def _step_at_bound(rs: list[JobResult], legacy: bool) -> float | None:
+    """A variant's step time at the trees' bound: its ``bound_step``'s, or (``legacy``) the
+    middle of its ``costs`` lengths."""
     if not legacy:
+        bound = _bound_step(rs)
         return None if bound is None else bound.get("step_s")
     costs = _measured(rs)
     if not costs:
