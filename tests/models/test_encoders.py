@@ -217,6 +217,9 @@ def test_length_groups():
     assert length_groups([1000, 900, 800]) is None  # similar: one group
     assert length_groups([1000, 400, 900, 0, 300]) == [([0, 2], 1000), ([1, 4], 400), ([3], 1)]
     assert length_groups([2000, 100, 90, 0]) == [([0], 2000), ([1, 2, 3], 100)]
+    # from 1,024 positions finer: 1,650 < 0.85 x 2,000, though not < 0.75 x 2,000
+    assert length_groups([1650, 2000, 1800]) == [([1, 2], 2000), ([0], 1650)]
+    assert length_groups([1000, 860, 800]) is None  # shorter: 0.75 of 1,000
     assert length_groups([]) is None
 
 

@@ -57,6 +57,28 @@ def test_poolings_match_their_definition_on_the_valid_part(pooling, reference):
         torch.testing.assert_close(pooled[b], reference(h[b, :n]))
 
 
+def test_attention_pooling_is_attend_with_one_query():
+    """Values, weights and gradients equal attend()'s with the learned query (float64),
+    with or without autocast."""
+    from attnlab.functional import attend
+    from attnlab.lab.models.encoders import valid_positions
+
+    pool = POOLINGS.get("attention")(D).double()
+    h = hidden().double().requires_grad_()
+    mask = valid_positions(LENGTHS, N).view(B, 1, 1, N)
+    ref = attend(pool.query.expand(B, 1, 1, D), h.unsqueeze(1), h.unsqueeze(1), mask=mask)
+    want = torch.autograd.grad(ref.out.sum(), (h, pool.query))
+    got = pool(h, LENGTHS)
+    torch.testing.assert_close(got.pooled, ref.out.view(B, D))
+    torch.testing.assert_close(got.weights, ref.weights.view(B, N))
+    for g, w in zip(torch.autograd.grad(got.pooled.sum(), (h, pool.query)), want):
+        torch.testing.assert_close(g, w)
+    pool = POOLINGS.get("attention")(D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # computed in float32 all the same
+        pooled = pool(hidden(), LENGTHS).pooled
+    torch.testing.assert_close(pooled, pool(hidden(), LENGTHS).pooled, rtol=0, atol=0)
+
+
 def test_attention_pooling_gets_gradients():
     head = SequenceHead(D, L, pooling="attention")
     head(hidden(), LENGTHS).logits.sum().backward()

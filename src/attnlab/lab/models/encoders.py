@@ -55,8 +55,14 @@ def valid_positions(lengths: Tensor, n: int) -> Tensor:
 #: a batch is cut into groups only when its longest sequence has at least this many positions
 #: (below, the per-call overhead of more, smaller calls outweighs the padding saved) ...
 GROUP_MIN_LENGTH = 128
-#: ... and a group ends where a sequence is shorter than this share of the group's longest
+#: ... and a group ends where a sequence is shorter than this share of the group's longest ...
 GROUP_SHRINK = 0.75
+#: ... or of this share, for a group whose longest has GROUP_LONG positions or more: there the
+#: n^2 of attention dominates a step, and finer groups pay (ListOps, 500-2,000 tokens: 1.10x
+#: at 0.85); shorter, the cost of each extra group ate the saving (phones, 170-870 frames:
+#: 0.78x at 0.85; BENCHMARKS.md, "Training speed")
+GROUP_SHRINK_LONG = 0.85
+GROUP_LONG = 1024
 
 
 def length_groups(lengths: list[int]) -> list[tuple[list[int], int]] | None:
@@ -65,10 +71,11 @@ def length_groups(lengths: list[int]) -> list[tuple[list[int], int]] | None:
     one group would do (short or similar sequences).
 
     Sorted longest first, a group closes at the first sequence shorter than
-    :data:`GROUP_SHRINK` times the group's longest, while that longest has at least
-    :data:`GROUP_MIN_LENGTH` positions. ListOps' 32 trees of 500-2,000 tokens pad to about
-    1,950 (attention's cost 1.8x the trees' own); in groups, each group whose longest has 128 or
-    more positions pads to at most 4/3 of its shortest member.
+    :data:`GROUP_SHRINK` (:data:`GROUP_SHRINK_LONG` from :data:`GROUP_LONG` positions) times
+    the group's longest, while that longest has at least :data:`GROUP_MIN_LENGTH` positions.
+    ListOps' 32 trees of 500-2,000 tokens pad to about 1,950 (attention's cost 1.8x the trees'
+    own); in groups, each group whose longest has 128 or more positions pads to at most 4/3 of
+    its shortest member, and from 1,024 positions to at most 20/17.
     """
     order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
     if not order or lengths[order[0]] < GROUP_MIN_LENGTH:
@@ -76,12 +83,62 @@ def length_groups(lengths: list[int]) -> list[tuple[list[int], int]] | None:
     groups: list[tuple[list[int], int]] = []
     members, longest = [], lengths[order[0]]
     for k in order:
-        if lengths[k] < GROUP_SHRINK * longest and longest >= GROUP_MIN_LENGTH:
+        shrink = GROUP_SHRINK_LONG if longest >= GROUP_LONG else GROUP_SHRINK
+        if lengths[k] < shrink * longest and longest >= GROUP_MIN_LENGTH:
             groups.append((members, longest))
             members, longest = [], lengths[k]
         members.append(k)
     groups.append((members, max(longest, 1)))
     return groups if len(groups) > 1 else None
+
+
+#: groups as ``[(rows (k,) long, longest), ...]``: which rows of the batch, cut to what length
+_Rows = list[tuple[Tensor, int]]
+
+
+class _SplitGroups(torch.autograd.Function):
+    """``x`` ``(b, n, d)`` -> each group's rows cut to its longest, ``(k, longest, d)``.
+
+    Autograd's own indexing (``x[rows, :longest]``) would fill and add a whole ``(b, n, d)``
+    gradient per group; the backward here writes every group's gradient into one.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, rows: _Rows) -> tuple[Tensor, ...]:
+        ctx.rows, ctx.shape = rows, x.shape
+        return tuple(x[:, :longest].index_select(0, idx) for idx, longest in rows)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor, None]:
+        like = next(g for g in grads if g is not None)
+        grad = like.new_zeros(ctx.shape)
+        for (idx, longest), g in zip(ctx.rows, grads):
+            if g is not None:
+                grad[:, :longest].index_copy_(0, idx, g)
+        return grad, None
+
+
+class _MergeGroups(torch.autograd.Function):
+    """The groups' ``(k, longest, d)`` results -> the batch's ``(b, n, d)``, zero beyond each
+    group's longest: one tensor written in place of a padded copy per group, their
+    concatenation and a reordering (and their backward passes)."""
+
+    @staticmethod
+    def forward(ctx: Any, rows: _Rows, n: int, *hidden: Tensor) -> Tensor:
+        ctx.rows, ctx.dtypes = rows, [h.dtype for h in hidden]
+        b = sum(len(idx) for idx, _ in rows)
+        out = hidden[0].new_zeros(b, n, hidden[0].shape[-1])
+        for (idx, longest), h in zip(rows, hidden):
+            out[:, :longest].index_copy_(0, idx, h.to(out.dtype))
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        parts = (
+            grad[:, :longest].index_select(0, idx).to(dtype)
+            for (idx, longest), dtype in zip(ctx.rows, ctx.dtypes)
+        )
+        return (None, None, *parts)
 
 
 class SequenceEncoder(nn.Module):
@@ -216,15 +273,13 @@ class TransformerSequenceEncoder(SequenceEncoder):
             groups = length_groups(lengths.tolist())
         if groups is None:
             return self._encode(x, lengths, need_weights=need_weights)
-        n, outs, order = x.shape[1], [], []
-        for members, longest in groups:  # each group cut to its longest sequence
-            idx = torch.tensor(members, device=x.device)
-            hidden, _ = self._encode(x[idx, :longest], lengths[idx], need_weights=False)
-            outs.append(nn.functional.pad(hidden, (0, 0, 0, n - longest)))
-            order.extend(members)
-        inverse = torch.empty(len(order), dtype=torch.long)
-        inverse[torch.tensor(order)] = torch.arange(len(order))
-        return torch.cat(outs).index_select(0, inverse.to(x.device)), None
+        rows = [(torch.tensor(members, device=x.device), longest) for members, longest in groups]
+        parts = _SplitGroups.apply(x, rows)  # each group cut to its longest sequence
+        hidden = [
+            self._encode(part, lengths[idx], need_weights=False)[0]
+            for part, (idx, _) in zip(parts, rows)
+        ]
+        return _MergeGroups.apply(rows, x.shape[1], *hidden), None
 
     def _encode(
         self, x: Tensor, lengths: Tensor, *, need_weights: bool

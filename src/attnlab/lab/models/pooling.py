@@ -22,7 +22,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab.functional import attend
 from attnlab.lab.models.encoders import valid_positions
 from attnlab.registry import Registry
 
@@ -94,9 +93,16 @@ class AttentionPool(nn.Module):
         self.query = nn.Parameter(torch.randn(dim) / dim**0.5)
 
     def forward(self, hidden: Tensor, lengths: Tensor) -> Pooled:
+        # One query: two matrix-vector products. attend()'s general path would copy the
+        # (b, n, d) keys and values to zero padded ones (encoders already return zeros there)
+        # and cast them to autocast's dtype, each a pass over the batch's largest tensor.
         b, n, d = hidden.shape
-        q = self.query.expand(b, 1, 1, d)  # (b, 1, 1, d): one head, one query
-        kv = hidden.unsqueeze(1)  # (b, 1, n, d)
-        mask = valid_positions(lengths, n).view(b, 1, 1, n)  # (b, 1, 1, n)
-        out, weights = attend(q, kv, kv, mask=mask)  # (b, 1, 1, d), (b, 1, 1, n)
-        return Pooled(out.view(b, d), weights.view(b, n))
+        valid = valid_positions(lengths, n)  # (b, n)
+        dtype = torch.promote_types(hidden.dtype, torch.float32)  # softmax in float32 at least
+        with torch.autocast(hidden.device.type, enabled=False):
+            h = hidden.to(dtype)
+            scores = (h @ self.query.to(dtype)) * d**-0.5  # (b, n)
+            scores = scores.masked_fill(~valid, torch.finfo(dtype).min)
+            weights = scores.softmax(-1) * valid  # an empty sequence: all zero
+            pooled = (weights.unsqueeze(1) @ h).squeeze(1)  # (b, d)
+        return Pooled(pooled.to(hidden.dtype), weights)

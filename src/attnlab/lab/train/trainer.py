@@ -72,6 +72,7 @@ from attnlab.lab.train.evaluation import (
     log_evaluation,
 )
 from attnlab.lab.train.feed import Feed, Micro
+from attnlab.lab.train.host_memory import keep_freed_memory
 from attnlab.lab.train.init import init_from_checkpoint
 from attnlab.lab.train.interrupt import StopOnSignal
 from attnlab.lab.train.metrics_log import MetricsCsv, write_metrics_json
@@ -122,7 +123,8 @@ class Trainer:
 
     Building the trainer checks and locks ``out_dir`` (:func:`~attnlab.lab.train.rundir.
     open_run_dir`), then sets up the task, the model, AdamW and the schedule (and restores
-    them when resuming); :meth:`fit` trains. The lock is held until :meth:`close` (which
+    them when resuming); :meth:`fit` trains. On glibc it first makes ``malloc`` keep freed
+    memory for the next step (:func:`~attnlab.lab.train.host_memory.keep_freed_memory`). The lock is held until :meth:`close` (which
     :meth:`fit` calls). After :meth:`fit`, ``model`` holds the best checkpoint's weights.
 
     Raises:
@@ -166,6 +168,7 @@ class Trainer:
             raise
 
     def _build(self, resume: bool) -> None:
+        keep_freed_memory()  # each step reuses the last one's memory: no page faults
         # ``auto`` resolved first, and saved so: evaluation and --resume see what ran
         self.precision = choose_precision(self.cfg.train.precision, self.device)
         if self.cfg.train.precision != self.precision.name:

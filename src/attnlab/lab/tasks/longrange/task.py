@@ -153,7 +153,12 @@ class ListOpsTask(LongRangeTask):
 
     @classmethod
     def default_train_options(cls) -> dict[str, Any]:
-        return {"epochs": 5, "batch_size": 32, "lr": 5e-4, "warmup_fraction": 0.05}
+        # float32: its heads of 16 dimensions attend in float32 under bf16 too (faster on
+        # CPU, sdpa backend), and its steps then spent more on casts, and on oneDNN's bf16
+        # kernels for each new group shape, than bf16 saved: 1.12x faster in float32 on an
+        # AMX Xeon (BENCHMARKS.md, "Training speed"); the precision the recipe began in
+        return {"epochs": 5, "batch_size": 32, "lr": 5e-4, "warmup_fraction": 0.05,
+                "precision": "fp32"}  # fmt: skip
 
     def generate(self, options: ListOpsOptions) -> dict[str, list]:
         return load_listops(options.spec(), root=options.cache or None)
