@@ -208,3 +208,21 @@ def test_receptive_fields_put_each_weight_at_its_offset(monkeypatch):
     assert right[centre] == pytest.approx(2 / 6)  # only the last column's 2 queries stay put
     notes = claims_conv._locality(fields)
     assert notes[0].startswith("layer 1, each head's mean weight per offset summed over the 3 x 3")
+
+
+def test_claim_10_draws_dev_accuracy_against_the_subset_size_a_line_per_model():
+    c = claim(10)
+    devs = {"CNN": (0.80, 0.90, 0.94), "self-attention (patches)": (0.62, 0.79, 0.91)}
+    results = {
+        f"{model}, {n:,} images": runs(f"{model}, {n:,} images", [d, d + 0.01, d - 0.01])
+        for model, ds in devs.items()
+        for n, d in zip(c.SIZES["full"], ds)
+    }
+    section = c.analyse(results)
+    (ax,) = section.plot.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert sorted(lines) == ["CNN (mean of 3 seeds)", "self-attention (patches) (mean of 3 seeds)"]
+    line = lines["self-attention (patches) (mean of 3 seeds)"]
+    assert list(line.get_xdata()) == list(c.SIZES["full"])
+    assert [round(y, 6) for y in line.get_ydata()] == [62.0, 79.0, 91.0]  # the seeds' means
+    assert ax.get_xscale() == "log"

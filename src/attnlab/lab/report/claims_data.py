@@ -5,8 +5,8 @@ digits in the smoke and quick ones)."""
 from __future__ import annotations
 
 from .budgets import Budget
-from .claim import Claim, compare
-from .jobs import Job
+from .claim import Claim, compare, scores_of
+from .jobs import Job, JobResult
 from .stats import Better
 
 __all__ = ["DataEfficiency"]
@@ -54,14 +54,56 @@ class DataEfficiency(Claim):
         }  # fmt: skip
 
     def analyse(self, results):
-        def size(label: str) -> int:
-            return int(label.rsplit(", ", 1)[1].split()[0].replace(",", ""))
-
-        sizes = sorted({size(label) for label in results})
+        sizes = sorted({_size(label) for label in results})
         at = lambda model, n: results[f"{model}, {n:,} images"]  # noqa: E731
         cnn, sa = (m for m, _ in self.MODELS)
         parts = [compare(f"dev(CNN) - dev(SA) at {sizes[0]:,}", Better(0.0), at(cnn, sizes[0]),
                           at(sa, sizes[0])),
                  compare(f"dev(SA) - dev(CNN) at {sizes[-1]:,}", Better(-0.01), at(sa, sizes[-1]),
                           at(cnn, sizes[-1]))]  # fmt: skip
-        return self._section(results, parts)
+        section = self._section(results, parts)
+        section.plot = _curve_plot(self, results) or section.plot
+        return section
+
+
+def _size(label: str) -> int:
+    """The subset size of a variant's label ("CNN, 1,000 images" -> 1000)."""
+    return int(label.rsplit(", ", 1)[1].split()[0].replace(",", ""))
+
+
+def _curve_plot(claim: DataEfficiency, results: dict[str, list[JobResult]]):
+    """Dev accuracy against the training images (log scale), a line per model: each seed a
+    dot, the line through the means."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.ticker
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    drawn = False
+    for k, (model, _) in enumerate(claim.MODELS):
+        points = {_size(label): [100 * s for s in scores_of(rs)]
+                  for label, rs in results.items() if label.startswith(f"{model}, ")}  # fmt: skip
+        points = {n: scores for n, scores in sorted(points.items()) if scores}
+        if not points:
+            continue
+        drawn, colour = True, f"C{k}"
+        for n, scores in points.items():
+            ax.scatter([n] * len(scores), scores, s=12, color=colour, alpha=0.5)
+        ax.plot(list(points), [sum(v) / len(v) for v in points.values()], marker="o",
+                color=colour, label=f"{model} (mean of {max(map(len, points.values()))} seeds)")  # fmt: skip
+    if not drawn:
+        return None
+    sizes = sorted({_size(label) for label in results})
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes], minor=False)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set(xlabel="training images (class-balanced subset)", ylabel="dev accuracy (%)")
+    ax.xaxis.label.set_size(8)
+    ax.yaxis.label.set_size(8)
+    ax.tick_params(labelsize=8)
+    ax.legend(fontsize=8)
+    ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
+    return fig
