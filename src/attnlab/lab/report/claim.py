@@ -24,6 +24,7 @@ __all__ = [
     "compare",
     "computed_here",
     "scores_of",
+    "small_axes",
     "is_fraction",
     "SA",
     "fc",
@@ -209,6 +210,17 @@ def compare(
         return name, Verdict.PENDING, None
     verdict, comparison = rule(scores_of(a, split), scores_of(b, split))
     return name, verdict, comparison
+
+
+def small_axes(ax: Any, claim: Claim, *, legend: bool = True) -> None:
+    """The report's plot style on ``ax``: labels and ticks at 8 points, a legend, the claim
+    as the title."""
+    ax.xaxis.label.set_size(8)
+    ax.yaxis.label.set_size(8)
+    ax.tick_params(labelsize=8)
+    if legend:
+        ax.legend(fontsize=8)
+    ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
 
 
 def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):

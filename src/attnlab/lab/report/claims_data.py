@@ -5,7 +5,7 @@ digits in the smoke and quick ones)."""
 from __future__ import annotations
 
 from .budgets import Budget
-from .claim import Claim, compare, scores_of
+from .claim import Claim, compare, scores_of, small_axes
 from .jobs import Job, JobResult
 from .stats import Better
 
@@ -101,9 +101,5 @@ def _curve_plot(claim: DataEfficiency, results: dict[str, list[JobResult]]):
     ax.set_xticks(sizes, [f"{n:,}" for n in sizes], minor=False)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set(xlabel="training images (class-balanced subset)", ylabel="dev accuracy (%)")
-    ax.xaxis.label.set_size(8)
-    ax.yaxis.label.set_size(8)
-    ax.tick_params(labelsize=8)
-    ax.legend(fontsize=8)
-    ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
+    small_axes(ax, claim)
     return fig

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .claim import Claim, compare, scores_of
+from .claim import Claim, compare, scores_of, small_axes
 from .jobs import JobResult
 from .stats import Better, Verdict
 
@@ -114,9 +114,5 @@ def _speed_plot(claim: Claim, steps: dict[str, dict[int, float]]):
                     label=label)  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="tokens per sequence",
            ylabel=f"ms per training step ({SPEED_BATCH} sequences)")  # fmt: skip
-    ax.xaxis.label.set_size(8)
-    ax.yaxis.label.set_size(8)
-    ax.tick_params(labelsize=8)
-    ax.legend(fontsize=8)
-    ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
+    small_axes(ax, claim)
     return fig
