@@ -108,6 +108,8 @@ def test_the_timed_claims_are_timed_each_in_one_pass_after_the_training(smoke):
         runs = [r for r in results if r.task == task]
         assert runs and all(key in r.metrics for r in runs)
         assert len({json.dumps(r.metrics["timed"], sort_keys=True) for r in runs}) == 1
+        if Path("/proc/stat").exists():  # and the other load meanwhile, a share of the CPUs
+            assert 0.0 <= runs[0].metrics["timed"]["others"] <= 1.0
     bounds = [r.metrics["bound_step"] for r in results if r.task == "listops"]
     assert all(b["length"] == 60 and b["batch"] == 16 and b["step_s"] > 0 for b in bounds)
     speech = [r.metrics["dev_step"] for r in results if r.task == "fsdd"]

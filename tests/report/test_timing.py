@@ -69,6 +69,9 @@ def test_the_runs_of_seed_0_are_timed_once_all_have_finished_in_one_pass(tmp_pat
     assert (a.metrics["speed"], b.metrics["speed"]) == (1, 2)
     assert a.metrics["timed"] == b.metrics["timed"]  # one pass
     assert a.metrics["timed"]["threads"] == torch.get_num_threads()
+    # the other load during the pass, a share of the CPUs: where /proc/stat says it and the
+    # pass lasted a clock tick (these runs time in microseconds)
+    assert 0.0 <= a.metrics["timed"].get("others", 0.0) <= 1.0
     assert "speed" not in read_result(tmp_path, jobs["a"][1]).metrics  # seed 1: never timed
     assert time_claims(tmp_path, [claim], BUDGET, **QUIET) == 0  # done: kept
     note = timing_note([a, b], "speed")
@@ -165,3 +168,22 @@ def test_a_claim_that_times_nothing_has_no_timed_runs(claim):
     claim.timed = None
     assert timed_jobs(claim, BUDGET) == []
     assert timing_note([], "speed") is None
+
+
+def test_a_pass_that_was_not_quiet_says_so():
+    def timed(others):
+        stamp = {"at": "2026-12-06 05:00:00 UTC", "cpu": "a CPU", "threads": 2, "others": others}
+        return [JobResult("k", "t", [], 0, "a", {"speed": 1.0, "timed": stamp}, 1.0, {})]
+
+    quiet, busy = timing_note(timed(0.02), "speed"), timing_note(timed(0.4), "speed")
+    assert quiet.endswith("2 threads, other load 2% of the CPUs") and "not quiet" not in quiet
+    assert busy.endswith("other load 40% of the CPUs (not quiet: its speeds may be off)")
+
+
+def test_the_other_load_is_what_this_process_did_not_use(monkeypatch):
+    """/proc/stat's busy time less this process's own CPU time, over all CPUs' time."""
+    from attnlab.lab.report import timing
+
+    readings = iter([(100.0, 400.0, 10.0), (130.0, 440.0, 30.0)])  # busy, all, own seconds
+    monkeypatch.setattr(timing._Load, "_now", staticmethod(lambda: next(readings)))
+    assert timing._Load().others() == pytest.approx((30 - 20) / 40)

@@ -34,7 +34,8 @@ def timing_note(results: Sequence[JobResult], key: str | None) -> str | None:
     if not found:
         return None
     passes = [json.loads(s) for s in sorted(found - {"unstamped"})]
-    said = "; ".join(f"{p['at']} on {p['cpu']}, {p['threads']} threads" for p in passes)
+    said = "; ".join(f"{p['at']} on {p['cpu']}, {p['threads']} threads{_others(p)}"
+                     for p in passes)  # fmt: skip
     if found == {"unstamped"}:
         return ("the speeds were timed after each run, each run alone (before 2026-12-06, when "
                 "the report began timing them side by side after the training)")  # fmt: skip
@@ -43,3 +44,16 @@ def timing_note(results: Sequence[JobResult], key: str | None) -> str | None:
     during = ", and some during their runs" if "unstamped" in found else ""
     return (f"the speeds were timed in {len(found)} passes ({said}{during}): figures of "
             "different passes are not side by side")  # fmt: skip
+
+
+#: the share of the CPUs' time that went elsewhere during a pass (other processes, or other
+#: virtual machines: steal) above which its page says it was not quiet
+BUSY = 0.1
+
+
+def _others(stamp: dict) -> str:
+    """What a pass's stamp says of the other processes running meanwhile ("" if unmeasured)."""
+    if (others := stamp.get("others")) is None:
+        return ""
+    said = f", other load {others:.0%} of the CPUs"
+    return said + (" (not quiet: its speeds may be off)" if others > BUSY else "")
