@@ -79,6 +79,24 @@ def test_attention_pooling_is_attend_with_one_query():
     torch.testing.assert_close(pooled, pool(hidden(), LENGTHS).pooled, rtol=0, atol=0)
 
 
+def test_attention_pooling_ignores_nan_and_inf_at_padded_positions():
+    """Uninitialised padding or a diverged encoder there reaches neither the pooled vector
+    nor the gradients of the real positions."""
+    pool = POOLINGS.get("attention")(D)
+    h = hidden().requires_grad_()
+    bad = h.detach().clone()
+    bad[1, 3:] = float("nan")
+    bad[2] = float("inf")
+    bad.requires_grad_()
+    clean, dirty = pool(h, LENGTHS).pooled, pool(bad, LENGTHS).pooled
+    torch.testing.assert_close(dirty[:2], clean[:2])
+    assert (dirty[2] == 0).all()  # the empty sequence
+    dirty.sum().backward()
+    clean.sum().backward()
+    torch.testing.assert_close(bad.grad[1, :3], h.grad[1, :3])
+    assert bad.grad.isfinite().all()
+
+
 def test_attention_pooling_gets_gradients():
     head = SequenceHead(D, L, pooling="attention")
     head(hidden(), LENGTHS).logits.sum().backward()

@@ -39,6 +39,21 @@ def test_an_explicit_precision_is_kept_whatever_the_cpu(requested):
         assert choose_precision(requested, "cpu", flags=flags).name == requested
 
 
+def test_a_task_may_choose_auto_on_a_cpu_only():
+    """ListOps trains faster in float32 on a CPU whatever its flags; an explicit precision, and
+    auto elsewhere than on a CPU, do not ask the task."""
+    from attnlab.lab.tasks import TASKS
+
+    listops = TASKS.get("listops").cpu_precision
+    assert listops == "fp32" and TASKS.get("pos").cpu_precision is None
+    chosen = choose_precision("auto", "cpu", flags={"amx_bf16"}, cpu_precision=listops)
+    assert chosen.name == "fp32" and "this task trains faster in fp32" in chosen.reason
+    assert choose_precision("bf16", "cpu", cpu_precision=listops).name == "bf16"
+    assert choose_precision("auto", "meta", cpu_precision="bf16").name == "fp32"
+    with pytest.raises(ValueError, match="cpu_precision must be fp32 or bf16, got 'auto'"):
+        choose_precision("auto", "cpu", cpu_precision="auto")
+
+
 def test_an_unknown_precision_names_the_option():
     with pytest.raises(
         ValueError, match=r"train.precision must be one of auto, fp32, bf16, got 'fp16'"

@@ -19,6 +19,7 @@ Legend: ``b`` batch, ``n`` / ``i`` / ``j`` positions, ``h`` heads.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -104,17 +105,19 @@ class _SplitGroups(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, rows: _Rows) -> tuple[Tensor, ...]:
-        ctx.rows, ctx.shape = rows, x.shape
+    def forward(x: Tensor, rows: _Rows) -> tuple[Tensor, ...]:
         return tuple(x[:, :longest].index_select(0, idx) for idx, longest in rows)
 
     @staticmethod
-    def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor, None]:
-        like = next(g for g in grads if g is not None)
-        grad = like.new_zeros(ctx.shape)
+    def setup_context(ctx: Any, inputs: tuple[Tensor, _Rows], output: Any) -> None:
+        x, ctx.rows = inputs
+        ctx.shape = x.shape
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor, None]:
+        grad = grads[0].new_zeros(ctx.shape)  # (unused groups' gradients come as zeros)
         for (idx, longest), g in zip(ctx.rows, grads):
-            if g is not None:
-                grad[:, :longest].index_copy_(0, idx, g)
+            grad[:, :longest].index_copy_(0, idx, g)
         return grad, None
 
 
@@ -124,13 +127,18 @@ class _MergeGroups(torch.autograd.Function):
     concatenation and a reordering (and their backward passes)."""
 
     @staticmethod
-    def forward(ctx: Any, rows: _Rows, n: int, *hidden: Tensor) -> Tensor:
-        ctx.rows, ctx.dtypes = rows, [h.dtype for h in hidden]
+    def forward(rows: _Rows, n: int, *hidden: Tensor) -> Tensor:
+        dtype = functools.reduce(torch.promote_types, (h.dtype for h in hidden))
         b = sum(len(idx) for idx, _ in rows)
-        out = hidden[0].new_zeros(b, n, hidden[0].shape[-1])
+        out = hidden[0].new_zeros(b, n, hidden[0].shape[-1], dtype=dtype)
         for (idx, longest), h in zip(rows, hidden):
-            out[:, :longest].index_copy_(0, idx, h.to(out.dtype))
+            out[:, :longest].index_copy_(0, idx, h.to(dtype))
         return out
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        rows, _, *hidden = inputs
+        ctx.rows, ctx.dtypes = rows, [h.dtype for h in hidden]
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:

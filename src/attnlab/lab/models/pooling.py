@@ -17,6 +17,7 @@ Legend: ``b`` batch, ``n`` positions, ``d`` width.
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 import torch
@@ -32,7 +33,7 @@ POOLINGS: Registry = Registry("pooling")
 
 class Pooled(NamedTuple):
     pooled: Tensor  # (b, d)
-    weights: Tensor | None  # (b, n) pooling weights (attention pooling), else None
+    weights: Tensor | None  # (b, n) pooling weights (attention pooling, float32 at least)
 
 
 @POOLINGS.register("mean")
@@ -93,16 +94,23 @@ class AttentionPool(nn.Module):
         self.query = nn.Parameter(torch.randn(dim) / dim**0.5)
 
     def forward(self, hidden: Tensor, lengths: Tensor) -> Pooled:
-        # One query: two matrix-vector products. attend()'s general path would copy the
-        # (b, n, d) keys and values to zero padded ones (encoders already return zeros there)
-        # and cast them to autocast's dtype, each a pass over the batch's largest tensor.
+        # One query: two matrix-vector products, in float32 at least (attend()'s general path
+        # would also cast the (b, n, d) keys and values to autocast's dtype, a pass each).
         b, n, d = hidden.shape
         valid = valid_positions(lengths, n)  # (b, n)
-        dtype = torch.promote_types(hidden.dtype, torch.float32)  # softmax in float32 at least
-        with torch.autocast(hidden.device.type, enabled=False):
-            h = hidden.to(dtype)
+        dtype = torch.promote_types(hidden.dtype, torch.float32)
+        with _no_autocast(hidden.device.type):
+            # zeros at padded positions: weight 0 times a NaN there would still be NaN
+            h = hidden.to(dtype).masked_fill(~valid.unsqueeze(-1), 0.0)
             scores = (h @ self.query.to(dtype)) * d**-0.5  # (b, n)
             scores = scores.masked_fill(~valid, torch.finfo(dtype).min)
             weights = scores.softmax(-1) * valid  # an empty sequence: all zero
             pooled = (weights.unsqueeze(1) @ h).squeeze(1)  # (b, d)
         return Pooled(pooled.to(hidden.dtype), weights)
+
+
+def _no_autocast(device_type: str):
+    """A context without autocast on ``device_type`` (a null one where it has none)."""
+    if torch.amp.is_autocast_available(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()

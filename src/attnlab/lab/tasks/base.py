@@ -113,6 +113,9 @@ class Task(ABC):
     #: masked by the model (e.g. speech ``features``): ``train.pad_multiple`` pads them too, so
     #: that a compiled model meets few lengths (integer tensors are padded whatever this says)
     padded_floats: ClassVar[tuple[str, ...]] = ()
+    #: what ``train.precision=auto`` picks on a CPU, where this task is known to train faster
+    #: in it than in what the CPU's instructions suggest (None: the CPU decides)
+    cpu_precision: ClassVar[str | None] = None
 
     # ---------------------------------------------------------------- configuration defaults
     @classmethod

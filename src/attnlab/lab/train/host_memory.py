@@ -8,13 +8,15 @@ step (batches of 32 trees of 500-2,000 tokens) made 39,000-45,000 such faults: a
 pass over a ``(32, 1948, 64)`` float32 tensor took 16-30 ms inside the step against 1-2 ms
 warm (BENCHMARKS.md, "Training speed").
 
-:func:`keep_freed_memory` sets glibc's mmap threshold to its 64-bit maximum (32 MiB) and stops
-trimming, so blocks up to 32 MiB are reused from the heap. The cost: the process keeps its peak
-heap instead of returning it (the peak itself does not grow). It is what Intel's PyTorch
-launcher gets by preloading jemalloc or tcmalloc, without a preload. The trainer calls it once
-per process; nothing changes where the C library is not glibc, or where the user has tuned
-``malloc`` already (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``,
-``MALLOC_TOP_PAD_`` or ``GLIBC_TUNABLES`` set), or with ``ATTNLAB_MALLOC=default``.
+:func:`keep_freed_memory` sets glibc's mmap threshold to its 64-bit maximum (32 MiB) and turns
+trimming off, so blocks up to 32 MiB are reused from the heap. The cost: the process keeps the
+heap it has grown instead of returning it, and blocks that were mapped apart now share the
+heap, where fragmentation can raise the peak a little. It is what Intel's PyTorch launcher gets
+by preloading jemalloc or tcmalloc, without a preload. The trainer and the report's timing pass
+call it, once per process (forked workers inherit it); nothing changes where the C library is
+not glibc, where another allocator is preloaded (``LD_PRELOAD``), where the user has tuned
+``malloc`` already (any ``MALLOC_*`` variable, or ``GLIBC_TUNABLES``), or with
+``ATTNLAB_MALLOC=default``.
 """
 
 from __future__ import annotations
@@ -30,18 +32,12 @@ logger = logging.getLogger(__name__)
 
 # mallopt parameters, from glibc's <malloc.h>
 M_TRIM_THRESHOLD = -1
-M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
 #: glibc's largest mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): larger blocks are
 #: always mapped afresh
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
-#: free memory kept at the heap's top before any is returned (largest int mallopt takes)
-TRIM_THRESHOLD = 2**31 - 1
-#: extra heap asked of the kernel on each growth, so that growing steps do not sbrk per block
-TOP_PAD = 64 * 1024 * 1024
-#: environment variables that mean the user chose malloc's behaviour
-USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
-                 "GLIBC_TUNABLES")  # fmt: skip
+#: M_TRIM_THRESHOLD's "never trim" (``man mallopt``)
+NO_TRIM = -1
 
 _done: bool | None = None
 
@@ -59,10 +55,17 @@ def keep_freed_memory() -> bool:
     return _done
 
 
+def _user_chose() -> bool:
+    """Whether the environment sets malloc's behaviour, or preloads another allocator."""
+    env = os.environ
+    return (any(name.startswith("MALLOC_") for name in env) or "GLIBC_TUNABLES" in env
+            or any(a in env.get("LD_PRELOAD", "") for a in ("jemalloc", "tcmalloc", "mimalloc")))  # fmt: skip
+
+
 def _apply() -> bool:
     if os.environ.get("ATTNLAB_MALLOC", "") == "default":
         return False
-    if any(name in os.environ for name in USER_SETTINGS):
+    if _user_chose():
         logger.debug("malloc left as the environment set it")
         return False
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -72,8 +75,7 @@ def _apply() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    settings = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), (M_TRIM_THRESHOLD, TRIM_THRESHOLD),
-                (M_TOP_PAD, TOP_PAD))  # fmt: skip
-    applied = all(mallopt(param, value) == 1 for param, value in settings)
-    logger.debug("malloc keeps freed blocks up to 32 MiB: %s", applied)
-    return applied
+    # both set before either is judged: mallopt returns 1 on success
+    done = [mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), mallopt(M_TRIM_THRESHOLD, NO_TRIM)]
+    logger.debug("malloc keeps freed blocks up to 32 MiB: %s", done)
+    return done == [1, 1]

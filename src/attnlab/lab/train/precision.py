@@ -62,7 +62,11 @@ def cpu_model() -> str:
 
 
 def choose_precision(
-    requested: str, device: torch.device | str, *, flags: Iterable[str] | None = None
+    requested: str,
+    device: torch.device | str,
+    *,
+    flags: Iterable[str] | None = None,
+    cpu_precision: str | None = None,
 ) -> Precision:
     """The precision ``requested`` (``auto``, ``fp32``, ``bf16``) resolves to on ``device``.
 
@@ -70,6 +74,8 @@ def choose_precision(
         requested: ``train.precision``.
         device: where the model runs.
         flags: the CPU's flags (default: this machine's, :func:`cpu_flags`); given by tests.
+        cpu_precision: the task's choice for ``auto`` on a CPU
+            (:attr:`~attnlab.lab.tasks.Task.cpu_precision`), None to go by the CPU's flags.
 
     Raises:
         ValueError: ``requested`` is not one of :data:`PRECISIONS`.
@@ -87,6 +93,11 @@ def choose_precision(
         return Precision("fp32", "auto: this CUDA device does not support bfloat16")
     if device.type != "cpu":
         return Precision("fp32", f"auto: float32 on {device.type}")
+    if cpu_precision is not None:
+        if cpu_precision not in PRECISIONS[1:]:
+            raise ValueError(f"cpu_precision must be fp32 or bf16, got {cpu_precision!r}")
+        return Precision(cpu_precision, f"auto: this task trains faster in {cpu_precision} "
+                                        "on a CPU (its cpu_precision)")  # fmt: skip
     have = set(cpu_flags() if flags is None else flags)
     native = [f for f in BF16_FLAGS if f in have]
     if native:

@@ -168,9 +168,11 @@ class Trainer:
             raise
 
     def _build(self, resume: bool) -> None:
-        keep_freed_memory()  # each step reuses the last one's memory: no page faults
+        keep_freed_memory()  # each step reuses the memory the last one freed
         # ``auto`` resolved first, and saved so: evaluation and --resume see what ran
-        self.precision = choose_precision(self.cfg.train.precision, self.device)
+        self.precision = choose_precision(
+            self.cfg.train.precision, self.device, cpu_precision=self.task.cpu_precision
+        )
         if self.cfg.train.precision != self.precision.name:
             train = dataclasses.replace(self.cfg.train, precision=self.precision.name)
             self.cfg = dataclasses.replace(self.cfg, train=train)

@@ -150,15 +150,15 @@ class ListOpsTask(LongRangeTask):
 
     options_class = ListOpsOptions
     alphabet = (*OPERATORS, END, *DIGITS)
+    # On a CPU its heads of 16 dimensions attend in float32 under bf16 too (the sdpa backend's
+    # rule), and its steps then spent more on casts, and on oneDNN's bf16 kernels for each new
+    # group shape, than bf16 saved: 1.12x faster in float32 on an AMX Xeon (BENCHMARKS.md,
+    # "Training speed"). On CUDA ``auto`` still picks bf16.
+    cpu_precision = "fp32"
 
     @classmethod
     def default_train_options(cls) -> dict[str, Any]:
-        # float32: its heads of 16 dimensions attend in float32 under bf16 too (faster on
-        # CPU, sdpa backend), and its steps then spent more on casts, and on oneDNN's bf16
-        # kernels for each new group shape, than bf16 saved: 1.12x faster in float32 on an
-        # AMX Xeon (BENCHMARKS.md, "Training speed"); the precision the recipe began in
-        return {"epochs": 5, "batch_size": 32, "lr": 5e-4, "warmup_fraction": 0.05,
-                "precision": "fp32"}  # fmt: skip
+        return {"epochs": 5, "batch_size": 32, "lr": 5e-4, "warmup_fraction": 0.05}
 
     def generate(self, options: ListOpsOptions) -> dict[str, list]:
         return load_listops(options.spec(), root=options.cache or None)
