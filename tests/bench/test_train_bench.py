@@ -96,6 +96,7 @@ def test_bench_reports_every_variant_with_a_full_profile():
     for figures in result["variants"].values():
         assert figures["examples_per_s"] > 0 and figures["units_per_s"] > figures["examples_per_s"]
         assert figures["compile_s"] is None  # neither compiles
+        assert figures["page_faults_per_step"] is None or figures["page_faults_per_step"] >= 0
         profile = figures["profile"]
         assert set(profile) == {*(c for c, _ in CATEGORIES), OTHER, DATA, PYTHON}
         assert math.isclose(sum(profile.values()), 1.0, rel_tol=1e-9)
@@ -148,4 +149,5 @@ def test_cli_writes_the_json(tmp_path, capsys):
     assert main(argv) == 0
     result = json.loads(out.read_text())
     assert list(result["variants"]) == ["eager"] and "profile" not in result["variants"]["eager"]
-    assert "ex/s" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "ex/s" in printed and "faults" in printed

@@ -143,15 +143,17 @@ def print_train_table(result: dict[str, Any], file: Any = None) -> None:
         + f": {result['steps']} steps per variant in {result['rounds']} turns, "
         f"{m['threads']} threads, {m['cpu']} ({' '.join(m['isa'])}); matmul peak GFLOP/s: {peaks}",
         f"{'variant':<{w}}{'ex/s':>9}{unit + '/s':>11}{'x eager':>8}{'step ms':>9}{'data ms':>9}"
-        f"{'GFLOP/s':>9}{'% peak':>7}{'RSS MiB':>9}{'compile s':>10}",
+        f"{'GFLOP/s':>9}{'% peak':>7}{'RSS MiB':>9}{'faults':>8}{'compile s':>10}",
     ]
     for name, f in result["variants"].items():
         rss = "-" if f["peak_rss_mib"] is None else f"{f['peak_rss_mib']:.0f}"
+        faults = f.get("page_faults_per_step")
+        faults = "-" if faults is None else f"{faults:.0f}"
         comp = "-" if f["compile_s"] is None else f"{f['compile_s']:.1f}"
         out.append(
             f"{name:<{w}}{f['examples_per_s']:>9.1f}{f['units_per_s']:>11.0f}{f['speedup']:>8.2f}"
             f"{f['step_ms']:>9.1f}{f['data_ms']:>9.1f}{f['flops_per_s'] / 1e9:>9.1f}"
-            f"{100 * f['share_of_peak']:>7.1f}{rss:>9}{comp:>10}"
+            f"{100 * f['share_of_peak']:>7.1f}{rss:>9}{faults:>8}{comp:>10}"
         )
     profiled = {k: f["profile"] for k, f in result["variants"].items() if "profile" in f}
     if profiled:

@@ -140,6 +140,7 @@ class _Variant:
     examples: list[int] = field(default_factory=list)
     units: list[float] = field(default_factory=list)
     warmup_s: list[float] = field(default_factory=list)
+    faults: list[int] = field(default_factory=list)  # the process's minor page faults a step
     peak_rss: int = 0
 
     def __post_init__(self) -> None:
@@ -159,9 +160,9 @@ class _Variant:
             t0 = time.perf_counter()
             with torch.profiler.record_function(DATA) if profiler else contextlib.nullcontext():
                 micros, examples = next(self.steps)
-            t1 = time.perf_counter()
+            t1, f1 = time.perf_counter(), _minor_faults()
             step = trainer.train_step(micros)
-            t2 = time.perf_counter()
+            t2, f2 = time.perf_counter(), _minor_faults()
             if profiler is not None:
                 profiler.step()
             (self.step_s if record else self.warmup_s).append(t2 - t1)
@@ -169,6 +170,17 @@ class _Variant:
                 self.data_s.append(t1 - t0)
                 self.examples.append(examples)
                 self.units.append(step.units)
+                if f1 is not None and f2 is not None:
+                    self.faults.append(f2 - f1)
+
+
+def _minor_faults() -> int | None:
+    """This process's minor page faults so far (None where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _count_flops(trainer: Trainer, micros: list) -> tuple[float, float]:
@@ -388,4 +400,7 @@ def _figures(
         if v.trainer.cfg.train.compile
         else None,
         "step_ms_spread": [min(v.step_s) * 1e3, max(v.step_s) * 1e3],
+        # memory a step touches for the first time (glibc returning freed blocks, new shapes):
+        # each fault costs microseconds (BENCHMARKS.md, "ListOps on the Xeon")
+        "page_faults_per_step": statistics.median(v.faults) if v.faults else None,
     }
