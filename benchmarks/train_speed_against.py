@@ -6,8 +6,7 @@ the trainer's own steps (collation included) on the task's real, seeded batches,
 task's default options (precision included: ``auto`` today, fp32 before it existed) plus any
 ``--options``. The two sides take turns, one process at a time (never two PyTorch processes at
 once on 2 cores), so that a busy machine slows both alike; the figure is the median over rounds
-of each side's examples/s, and their ratio. Each side runs in the environment its own
-``attnlab train`` gives itself: PyTorch's huge pages on where that tree turns them on.
+of each side's examples/s, and their ratio.
 
     python benchmarks/train_speed_against.py [--against REV] [--tasks pos fsdd ...]
         [--steps 30] [--warmup 5] [--rounds 3] [--options --a.b=v ...] [--out F.json]
@@ -89,21 +88,8 @@ def worktree(rev: str) -> Path:
     return path
 
 
-def huge_pages(src: Path) -> bool:
-    """Whether that tree's ``attnlab train`` starts itself again with PyTorch's huge pages on
-    (``host_memory.restart_with_huge_pages``, since 0ec8b17) and this machine offers them: its
-    side then runs with them, as its users' runs do."""
-    from attnlab.lab.train.host_memory import wants_huge_pages
-
-    module = src / "attnlab" / "lab" / "train" / "host_memory.py"
-    return module.exists() and "restart_with_huge_pages" in module.read_text() \
-        and wants_huge_pages("train")  # fmt: skip
-
-
 def time_side(src: Path, task: str, args: argparse.Namespace) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    if huge_pages(src):
-        env["THP_MEM_ALLOC_ENABLE"] = "1"
     cmd = [sys.executable, "-c", CHILD, task, str(args.steps), str(args.warmup), *args.options]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -126,9 +112,6 @@ def main() -> int:
     args = parse_with_options(ap)
     old = worktree(args.against) / "src"
     sides = {args.against: old, "this tree": ROOT / "src"}
-    for side, src in sides.items():
-        said = "on" if huge_pages(src) else "off"
-        print(f"{side}: huge pages {said}, as its attnlab train runs", file=sys.stderr)
     results = {}
     for task in args.tasks:
         runs: dict[str, list[dict]] = {side: [] for side in sides}
