@@ -71,30 +71,3 @@ def test_a_freed_block_is_filled_again_without_page_faults():
         runs[setting or "kept"] = json.loads(out.stdout.strip().splitlines()[-1])
     assert runs["default"]["kept"] is False and runs["default"]["faults"] > 3500
     assert runs["kept"]["kept"] is True and runs["kept"]["faults"] < 400
-
-
-@pytest.mark.parametrize(
-    "command, env, expected",
-    [("train", {}, True), ("report", {}, True), ("predict", {}, False),
-     ("train", {"THP_MEM_ALLOC_ENABLE": "0"}, False), ("train", {"ATTNLAB_MALLOC": "default"}, False)],
-)  # fmt: skip
-def test_long_commands_start_again_with_huge_pages_unless_told(command, env, expected, tmp_path,
-                                                                monkeypatch):  # fmt: skip
-    offered = tmp_path / "enabled"
-    offered.write_text("always [madvise] never\n")
-    monkeypatch.setattr(host_memory, "THP_SETTING", offered)
-    monkeypatch.setattr(host_memory.platform, "system", lambda: "Linux")
-    assert host_memory.wants_huge_pages(command, env) is expected
-    offered.write_text("always madvise [never]\n")  # the kernel offers none
-    assert host_memory.wants_huge_pages(command, env) is False
-
-
-@pytest.mark.skipif(not host_memory.wants_huge_pages("train", {}), reason="no huge pages here")
-def test_the_attnlab_command_starts_again_once_with_the_switch_set(tmp_path):
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("THP_MEM_ALLOC_ENABLE", "ATTNLAB_MALLOC")
-    }
-    out = subprocess.run([sys.executable, "-m", "attnlab", "train", "no-such-task", "-v"],
-                         env=env, capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
-    assert out.returncode == 2 and "no-such-task" in out.stderr
-    assert out.stderr.count("starting again with THP_MEM_ALLOC_ENABLE=1") == 1  # then not again

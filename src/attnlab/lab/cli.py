@@ -411,10 +411,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if rest and not getattr(args, "takes_rest", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if argv is None:  # the attnlab command itself (not a call from Python)
-        from attnlab.lab.train.host_memory import restart_with_huge_pages
-
-        restart_with_huge_pages(args.command, sys.argv[1:])
     try:
         with logging_redirect_tqdm(), _warnings_as_lines(args.command):
             if getattr(args, "takes_rest", False):

@@ -17,14 +17,6 @@ call it, once per process (forked workers inherit it); nothing changes where the
 not glibc, where another allocator is preloaded (``LD_PRELOAD``), where the user has tuned
 ``malloc`` already (any ``MALLOC_*`` variable, or ``GLIBC_TUNABLES``), or with
 ``ATTNLAB_MALLOC=default``.
-
-Blocks over 32 MiB are mapped afresh whatever ``mallopt`` says. PyTorch's own switch,
-``THP_MEM_ALLOC_ENABLE=1``, backs its blocks of 2 MiB and more with transparent huge pages (one
-fault per 2 MiB instead of per 4 KiB), but torch reads it once, when it starts: the ``attnlab``
-command's long runs (``train``, ``report``) therefore start themselves again with it set
-(:func:`restart_with_huge_pages`), where the kernel offers huge pages and the user has not set
-it (or ``ATTNLAB_MALLOC=default``). A ListOps run of the ``local`` kernel made 250,000-290,000
-faults a step without it and 3,000-4,000 with it, 1.18x faster (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -33,11 +25,8 @@ import ctypes
 import logging
 import os
 import platform
-import sys
-from collections.abc import Sequence
-from pathlib import Path
 
-__all__ = ["keep_freed_memory", "restart_with_huge_pages", "wants_huge_pages"]
+__all__ = ["keep_freed_memory"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +40,6 @@ MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 NO_TRIM = -1
 
 _done: bool | None = None
-#: PyTorch's switch: its CPU blocks of 2 MiB and more aligned and madvise'd for huge pages
-THP_SWITCH = "THP_MEM_ALLOC_ENABLE"
-#: the commands whose runs are long enough to pay for starting again (a second or two)
-LONG_COMMANDS = ("train", "report")
-THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 def keep_freed_memory() -> bool:
@@ -95,35 +79,3 @@ def _apply() -> bool:
     done = [mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), mallopt(M_TRIM_THRESHOLD, NO_TRIM)]
     logger.debug("malloc keeps freed blocks up to 32 MiB: %s", done)
     return done == [1, 1]
-
-
-def wants_huge_pages(command: str, environ: dict[str, str] | None = None) -> bool:
-    """Whether ``attnlab COMMAND`` should start again with PyTorch's huge-page switch on: a
-    long command, on Linux with transparent huge pages ``always`` or ``madvise``, the switch
-    unset and ``ATTNLAB_MALLOC`` not ``default``."""
-    env = os.environ if environ is None else environ
-    if command not in LONG_COMMANDS or THP_SWITCH in env:
-        return False
-    if env.get("ATTNLAB_MALLOC", "") == "default" or platform.system() != "Linux":
-        return False
-    try:
-        offered = THP_SETTING.read_text()
-    except OSError:
-        return False
-    return "[always]" in offered or "[madvise]" in offered
-
-
-def restart_with_huge_pages(command: str, argv: Sequence[str]) -> None:
-    """Replace this process by ``attnlab ARGV`` (or ``python -m attnlab ARGV``, as it was
-    started) with ``THP_MEM_ALLOC_ENABLE=1`` when
-    :func:`wants_huge_pages` (module docstring); return otherwise. The new process has the
-    same id, environment (plus the switch), standard streams and arguments."""
-    if not wants_huge_pages(command):
-        return
-    logger.debug("starting again with %s=1 (huge pages for large tensors)", THP_SWITCH)
-    os.environ[THP_SWITCH] = "1"
-    sys.stdout.flush()
-    sys.stderr.flush()
-    script = sys.argv[0]  # the attnlab script, or attnlab/__main__.py under python -m
-    again = ["-m", "attnlab"] if script.endswith("__main__.py") else [script]
-    os.execv(sys.executable, [sys.executable, *again, *argv])
