@@ -69,6 +69,7 @@ from attnlab.lab.bench.attention import scaled_options
 from attnlab.lab.bench.measure import training_step_cost
 from attnlab.efficient import KERNELS
 from attnlab.lab.report import claims_lra
+from attnlab.lab.report.budgets import LISTOPS_FP32
 from attnlab.lab.report.jobs import Job, JobResult, read_result
 from attnlab.lab.tasks import TASKS
 from attnlab.lab.tasks.longrange import ListOpsSpec, load_listops, make_listops
@@ -113,13 +114,13 @@ def task_args(args: argparse.Namespace) -> list[str]:
 
 def accuracy_job(args: argparse.Namespace, spec: str) -> Job:
     """Kernel ``spec``'s accuracy run: ``attnlab train listops OPTIONS``, the kernel's options
-    claim 14's."""
+    and the precision (float32) claim 14's."""
     name, own = parse_spec(spec)
     kernel = () if name == EXACT else claims_lra.kernel_options(name, args.max_length, own)
     options = (
         *task_args(args), *kernel, f"--train.max_steps={args.max_steps}",
         "--train.epochs=1000", f"--train.batch_size={args.batch}", "--train.log_every=0",
-        *args.extra,
+        LISTOPS_FP32, *args.extra,
     )  # fmt: skip
     return Job("listops", options, args.seed, spec)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Budget", "BUDGETS", "QUIET"]
+__all__ = ["Budget", "BUDGETS", "LISTOPS_FP32", "QUIET"]
 
 
 @dataclass(frozen=True)
