@@ -41,6 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
+
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -176,11 +181,7 @@ class _Variant:
 
 def _minor_faults() -> int | None:
     """This process's minor page faults so far (None where ``resource`` is missing)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _count_flops(trainer: Trainer, micros: list) -> tuple[float, float]:

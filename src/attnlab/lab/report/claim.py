@@ -24,6 +24,7 @@ __all__ = [
     "compare",
     "computed_here",
     "scores_of",
+    "new_figure",
     "small_axes",
     "is_fraction",
     "SA",
@@ -212,6 +213,17 @@ def compare(
     return name, verdict, comparison
 
 
+def new_figure(width: float, height: float) -> Any:
+    """An empty matplotlib Figure of ``width`` x ``height`` inches, constrained layout, drawn
+    off-screen (matplotlib is imported here, when a page is rendered)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
 def small_axes(ax: Any, claim: Claim, *, legend: bool = True) -> None:
     """The report's plot style on ``ax``: labels and ticks at 8 points, a legend, the claim
     as the title."""
@@ -225,17 +237,12 @@ def small_axes(ax: Any, claim: Claim, *, legend: bool = True) -> None:
 
 def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
     """Dev accuracy per variant with its seeds' spread (a matplotlib Figure)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     done = [r for r in rows if r["dev"] is not None]
     if not done:
         return None
     metric = done[0]["metric"]
     scale = 100.0 if is_fraction(metric) else 1.0
-    fig = Figure(figsize=(6.4, 0.45 * len(done) + 1.2), layout="constrained")
+    fig = new_figure(6.4, 0.45 * len(done) + 1.2)
     ax = fig.add_subplot()
     y = np.arange(len(done))
     ax.barh(y, [scale * r["dev"] for r in done], xerr=[scale * (r["dev_sd"] or 0) for r in done],

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .budgets import Budget
-from .claim import Claim, computed_here
+from .claim import Claim, computed_here, new_figure
 from .claims_data import DataEfficiency
 from .jobs import Job
 from .stats import Verdict
@@ -141,15 +141,10 @@ def _locality(fields: dict[str, Any]) -> list[str]:
 
 def _fields_plot(claim: Claim, fields: dict[str, Any]):
     """A heat map per layer and head of the mean weight against the offset from the query."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     layers = [np.asarray(layer) for layer in fields["maps"]]
     heads = layers[0].shape[0]
     rows, cols = fields["grid"]
-    fig = Figure(figsize=(1.5 * heads + 0.8, 1.5 * len(layers) + 0.8), layout="constrained")
+    fig = new_figure(1.5 * heads + 0.8, 1.5 * len(layers) + 0.8)
     axes = np.asarray(fig.subplots(len(layers), heads, squeeze=False))
     extent = (-cols + 0.5, cols - 0.5, rows - 0.5, -rows + 0.5)  # offsets -(C-1) .. C-1
     top = max(float(layer.max()) for layer in layers)  # one colour scale for every head

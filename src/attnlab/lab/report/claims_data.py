@@ -5,7 +5,7 @@ digits in the smoke and quick ones)."""
 from __future__ import annotations
 
 from .budgets import Budget
-from .claim import Claim, compare, scores_of, small_axes
+from .claim import Claim, compare, new_figure, scores_of, small_axes
 from .jobs import Job, JobResult
 from .stats import Better
 
@@ -74,13 +74,7 @@ def _size(label: str) -> int:
 def _curve_plot(claim: DataEfficiency, results: dict[str, list[JobResult]]):
     """Dev accuracy against the training images (log scale), a line per model: each seed a
     dot, the line through the means."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.ticker
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 3.4), layout="constrained")
+    fig = new_figure(6.4, 3.4)
     ax = fig.add_subplot()
     drawn = False
     for k, (model, _) in enumerate(claim.MODELS):
@@ -96,10 +90,12 @@ def _curve_plot(claim: DataEfficiency, results: dict[str, list[JobResult]]):
                 color=colour, label=f"{model} (mean of {max(map(len, points.values()))} seeds)")  # fmt: skip
     if not drawn:
         return None
+    from matplotlib.ticker import NullLocator
+
     sizes = sorted({_size(label) for label in results})
     ax.set_xscale("log")
     ax.set_xticks(sizes, [f"{n:,}" for n in sizes], minor=False)
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set(xlabel="training images (class-balanced subset)", ylabel="dev accuracy (%)")
     small_axes(ax, claim)
     return fig

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .claim import Claim, Section, compare
+from .claim import Claim, Section, compare, new_figure
 from .jobs import JobResult
 from .passes import sources
 from .stats import Better, Verdict
@@ -227,15 +227,10 @@ def _lra_plot(claim: Claim, results, speed: dict[str, float], rule: float | None
     """LRA's Figure 3: dev accuracy against training speed relative to exact; the bubble's
     area is the peak memory of a training step at the trees' length bound (relative to the
     largest)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     done = [(label, rs) for label, rs in results.items() if rs and label in speed]
     if not done:
         return None
-    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    fig = new_figure(6.4, 4.2)
     ax = fig.add_subplot()
     peaks = []
     for label, rs in done:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .claim import Claim, compare, scores_of, small_axes
+from .claim import Claim, compare, new_figure, scores_of, small_axes
 from .jobs import JobResult
 from .stats import Better, Verdict
 
@@ -99,14 +99,9 @@ def recall_measures(run: str | Path, *, repeats: int = 3) -> dict[str, Any]:
 
 def _speed_plot(claim: Claim, steps: dict[str, dict[int, float]]):
     """A training step's time against the sequence length, per model (log-log)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     if not any(steps.values()):
         return None
-    fig = Figure(figsize=(6.4, 3.4), layout="constrained")
+    fig = new_figure(6.4, 3.4)
     ax = fig.add_subplot()
     for label, measured in steps.items():
         if measured:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .claim import SA, Claim, compare, fc, scores_of
+from .claim import SA, Claim, compare, fc, new_figure, scores_of
 from .stats import Better, Verdict
 
 __all__ = ["WindowGivesContext", "WideWindowsOverfit"]
@@ -90,18 +90,13 @@ def _length_free(r, fcs, windows) -> str:
 
 def _window_plot(claim: Claim, fcs, sa):
     """Dev accuracy and parameters against the window k, self-attention beside them."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     done = [(k, rs) for k, rs in zip(claim.WINDOWS, fcs) if rs]
     if not done:
         return None
     ks = [k for k, _ in done]
     dev = [100 * np.mean(scores_of(rs)) for _, rs in done]
     sd = [100 * np.std(scores_of(rs), ddof=1) if len(rs) > 1 else 0.0 for _, rs in done]
-    fig = Figure(figsize=(6.4, 3.2), layout="constrained")
+    fig = new_figure(6.4, 3.2)
     acc, size = fig.subplots(1, 2)
     acc.errorbar(ks, dev, yerr=sd, marker="o", capsize=3, color="#4c72b0", label="FC window")
     size.plot(ks, [rs[0].metrics.get("parameters", np.nan) for _, rs in done], marker="o",
