@@ -10,6 +10,10 @@ of each side's examples/s, and their ratio.
 
     python benchmarks/train_speed_against.py [--against REV] [--tasks pos fsdd ...]
         [--steps 30] [--warmup 5] [--rounds 3] [--options --a.b=v ...] [--out F.json]
+        [--env NAME=VALUE ...]
+
+``--env`` sets variables for this tree's side only: with ``--against HEAD`` it compares a
+process setting, e.g. jemalloc (``--env jemalloc`` stands for ``jemalloc_env()``'s variables).
 
 Written for issue 34's targets (BENCHMARKS.md, "Training speed").
 """
@@ -88,8 +92,8 @@ def worktree(rev: str) -> Path:
     return path
 
 
-def time_side(src: Path, task: str, args: argparse.Namespace) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+def time_side(src: Path, task: str, args: argparse.Namespace, extra: dict[str, str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src), **extra}
     cmd = [sys.executable, "-c", CHILD, task, str(args.steps), str(args.warmup), *args.options]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -109,7 +113,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="turns of the two sides")
     ap.add_argument("--options", nargs="*", default=[], help="--a.b=value for both sides")
     ap.add_argument("--out", help="write the figures as JSON here")
+    ap.add_argument("--env", nargs="*", default=[], help="NAME=VALUE for this tree's side only")
     args = parse_with_options(ap)
+    extra = dict(pair.split("=", 1) for pair in args.env if pair != "jemalloc")
+    if "jemalloc" in args.env:
+        from attnlab.lab.train.host_memory import jemalloc_env
+
+        extra.update(jemalloc_env() or sys.exit("--env jemalloc: this machine has no jemalloc"))
     old = worktree(args.against) / "src"
     sides = {args.against: old, "this tree": ROOT / "src"}
     results = {}
@@ -117,7 +127,7 @@ def main() -> int:
         runs: dict[str, list[dict]] = {side: [] for side in sides}
         for r in range(args.rounds):
             for side, src in sides.items():
-                runs[side].append(time_side(src, task, args))
+                runs[side].append(time_side(src, task, args, extra if src == ROOT / "src" else {}))
             print(f"{task}: round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
         med = {s: statistics.median(f["examples_per_s"] for f in fs) for s, fs in runs.items()}
         results[task] = {"runs": runs, "median_examples_per_s": med,

@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -436,3 +438,13 @@ def test_a_claim_with_some_of_its_seeds_finished_is_pending_not_inconclusive(
     md = (out / "report.md").read_text()
     assert "## 4. dot-product or additive scores: pending" in md
     assert "2 of the claim's 4 jobs have finished: its verdict waits for the rest" in md
+
+
+def test_environment_is_the_workers_and_restored_after(monkeypatch):
+    monkeypatch.setenv("ATTNLAB_TEST_KEPT", "before")
+    monkeypatch.delenv("ATTNLAB_TEST_NEW", raising=False)
+    with execute.environment({"ATTNLAB_TEST_KEPT": "during", "ATTNLAB_TEST_NEW": "x"}):
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['ATTNLAB_TEST_KEPT'], "
+                                "os.environ['ATTNLAB_TEST_NEW'])"], capture_output=True, text=True)  # fmt: skip
+    assert child.stdout.split() == ["during", "x"]
+    assert os.environ["ATTNLAB_TEST_KEPT"] == "before" and "ATTNLAB_TEST_NEW" not in os.environ

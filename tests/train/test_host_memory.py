@@ -15,20 +15,26 @@ from attnlab.lab.train import host_memory
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 #: a fresh process (glibc's dynamic thresholds untouched by earlier tests) runs five "steps",
-#: each filling eight 16 MiB blocks (32,768 pages) and freeing them: each step's page faults
-STEPS = """
+#: each filling blocks of the sizes in MiB that replace SIZES and freeing them: each step's page
+#: faults
+TEMPLATE = """
 import json, resource, torch
 from attnlab.lab.train.host_memory import keep_freed_memory
 kept = keep_freed_memory()
 def step():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    blocks = [torch.empty(4 * 1024 * 1024) for _ in range(8)]
+    blocks = [torch.empty(mib * 256 * 1024) for mib in SIZES]
     for block in blocks:
         block.fill_(1.0)
     del blocks, block
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 print(json.dumps({"kept": kept, "faults": [step() for _ in range(5)]}))
 """
+#: eight blocks of 16 MiB, 32,768 pages
+STEPS = TEMPLATE.replace("SIZES", "[16] * 8")
+#: two blocks of 48 MiB among two of 16: glibc maps blocks over 32 MiB afresh whatever its
+#: settings, jemalloc keeps them
+LARGE_STEPS = TEMPLATE.replace("SIZES", "[16, 48, 16, 48]")
 
 
 @pytest.fixture
@@ -87,3 +93,59 @@ def test_once_the_heap_has_grown_a_step_faults_nothing_in_again():
     assert run["kept"] is True
     assert run["faults"][0] > 30000  # the first step touches its 32,768 pages
     assert max(run["faults"][3:]) < 1600  # the last two under 5% of them
+
+
+def test_jemalloc_env_only_where_the_user_chose_nothing(fresh):
+    fresh.setattr(host_memory.ctypes.util, "find_library", lambda name: f"lib{name}.so.2")
+    assert host_memory.jemalloc_env() == {"LD_PRELOAD": "libjemalloc.so.2",
+                                          "MALLOC_CONF": host_memory.JEMALLOC_CONF}  # fmt: skip
+    for name, value in [("ATTNLAB_MALLOC", "default"), ("MALLOC_CONF", "narenas:1"),
+                        ("LD_PRELOAD", "libtcmalloc.so.4"), ("LD_PRELOAD", "libmine.so")]:  # fmt: skip
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(name, value)
+            assert host_memory.jemalloc_env() == {}, name
+    fresh.setattr(host_memory.ctypes.util, "find_library", lambda name: None)
+    assert host_memory.jemalloc_env() == {}
+
+
+@pytest.mark.skipif(not GLIBC or not host_memory.jemalloc_env(),
+                    reason="no jemalloc here (Debian: apt-get install libjemalloc2)")  # fmt: skip
+def test_a_process_started_with_jemalloc_env_reuses_even_the_largest_blocks():
+    """The 48 MiB blocks, which glibc maps afresh every step under any mallopt setting, fault
+    nothing in again under jemalloc with its purging off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("ATTNLAB_MALLOC", None)
+
+    def faults(extra: dict[str, str]) -> list[int]:
+        out = subprocess.run([sys.executable, "-c", LARGE_STEPS], env={**env, **extra},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return json.loads(out.stdout.strip().splitlines()[-1])["faults"]
+
+    glibc, jemalloc = faults({}), faults(host_memory.jemalloc_env())
+    assert min(glibc[1:]) > 24000  # 2 x 48 MiB = 24,576 pages, mapped and faulted every step
+    assert jemalloc[0] > 24000 and max(jemalloc[3:]) < 1600
+
+
+@pytest.mark.parametrize(
+    "command, restarts", [("train", True), ("report", True), ("predict", False)]
+)
+def test_only_long_commands_start_again_on_jemalloc(command, restarts, fresh):
+    fresh.setattr(host_memory.ctypes.util, "find_library", lambda name: f"lib{name}.so.2")
+    started = []
+    fresh.setattr(host_memory.os, "execv", lambda exe, args: started.append(args))
+    fresh.setattr(host_memory.os, "environ", dict(os.environ))  # the update stays here
+    host_memory.restart_with_jemalloc(command, [command, "pos"])
+    assert bool(started) is restarts
+    if restarts:
+        assert started[0][-2:] == [command, "pos"]
+        assert host_memory.os.environ["LD_PRELOAD"] == "libjemalloc.so.2"
+
+
+@pytest.mark.skipif(not host_memory.jemalloc_env(), reason="no jemalloc here (libjemalloc2)")
+def test_the_attnlab_command_starts_again_once_on_jemalloc(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("ATTNLAB_MALLOC", None)
+    out = subprocess.run([sys.executable, "-m", "attnlab", "train", "no-such-task", "-v"],
+                         env=env, capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 2 and "no-such-task" in out.stderr
+    assert out.stderr.count("starting again on jemalloc") == 1  # then not again

@@ -411,6 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if rest and not getattr(args, "takes_rest", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if argv is None:  # the attnlab command itself (not a call from Python)
+        from attnlab.lab.train.host_memory import restart_with_jemalloc
+
+        restart_with_jemalloc(args.command, sys.argv[1:])
     try:
         with logging_redirect_tqdm(), _warnings_as_lines(args.command):
             if getattr(args, "takes_rest", False):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from attnlab.lab.train.atomic import atomic_write_text
+from attnlab.lab.train.host_memory import jemalloc_env
 
 from .jobs import Job, job_dir, read_result, write_result
 
@@ -64,7 +65,7 @@ def run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
         context = get_context("spawn")
         pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                    initargs=(_threads(processes),))  # fmt: skip
-        with _sigterm_as_ctrl_c(), pool:
+        with _sigterm_as_ctrl_c(), environment(jemalloc_env()), pool:
             for wave in waves(todo):
                 bar.set_postfix_str(f"{processes} at a time")
                 _in_workers(pool, wave, out, processes, bar)
@@ -95,6 +96,24 @@ def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, proce
                 os.kill(worker, signal.SIGINT)
         wait(running)  # their errors (the stopped runs) are not the one to report
         raise
+
+
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` plus ``variables`` while the block runs (the processes it starts inherit
+    them), as it was afterwards. The workers get jemalloc this way where the system has it
+    (:func:`~attnlab.lab.train.host_memory.jemalloc_env`): it must be loaded as a process
+    starts."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
