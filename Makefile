@@ -11,12 +11,15 @@ export ATTNLAB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data)
 # the viewer's tests (tests/viz), and jemalloc (training runs start on it where it is present:
 # 1.03-1.17x faster steps). Installed when apt-get can run as root; otherwise those tasks and
 # tests say how to install them, and training runs on glibc's malloc.
-DEBS := festival festvox-kallpc16k dataset-fashion-mnist chromium chromium-driver libjemalloc2
+DEBS := festival festvox-kallpc16k dataset-fashion-mnist chromium chromium-driver
 
 $(STAMP): pyproject.toml
 	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s $(DEBS) >/dev/null 2>&1; then \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(DEBS) >/dev/null || \
 		echo "apt-get could not install $(DEBS); the tasks that need them will say so"; fi
+	-@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s libjemalloc2 >/dev/null 2>&1; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q libjemalloc2 >/dev/null || \
+		echo "apt-get could not install libjemalloc2; training runs on glibc's malloc"; fi
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	# The CPU build of PyTorch; an unpinned `torch` would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q --upgrade pip

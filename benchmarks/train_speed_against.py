@@ -119,7 +119,12 @@ def main() -> int:
     if "jemalloc" in args.env:
         from attnlab.lab.train.host_memory import jemalloc_env
 
-        extra.update(jemalloc_env() or sys.exit("--env jemalloc: this machine has no jemalloc"))
+        extra.update(
+            jemalloc_env()
+            or sys.exit(
+                "--env jemalloc: no jemalloc here, or the environment chose an allocator already"
+            )
+        )
     old = worktree(args.against) / "src"
     sides = {args.against: old, "this tree": ROOT / "src"}
     results = {}

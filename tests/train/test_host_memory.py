@@ -7,12 +7,16 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from attnlab.lab.train import host_memory
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+#: where the kernel backs all anonymous memory with 2 MiB pages, faults are not counted per 4 KiB
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+THP_ALWAYS = THP.exists() and "[always]" in THP.read_text()
 
 #: a fresh process (glibc's dynamic thresholds untouched by earlier tests) runs five "steps",
 #: each filling blocks of the sizes in MiB that replace SIZES and freeing them: each step's page
@@ -45,16 +49,23 @@ def fresh(monkeypatch):
                                                                        "ATTNLAB_MALLOC"]:  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LD_PRELOAD", "")
+    monkeypatch.setattr(host_memory, "allocator", lambda: "glibc")
+    monkeypatch.setattr(host_memory.platform, "system", lambda: "Linux")
     return monkeypatch
 
 
 @pytest.mark.parametrize(
     "name, value",
     [("MALLOC_ARENA_MAX", "2"), ("MALLOC_TRIM_THRESHOLD_", "0"), ("GLIBC_TUNABLES", "x=1"),
-     ("LD_PRELOAD", "/usr/lib/libjemalloc.so.2"), ("ATTNLAB_MALLOC", "default")],
+     ("ATTNLAB_MALLOC", "default")],
 )  # fmt: skip
 def test_left_alone_when_the_user_chose(fresh, name, value):
     fresh.setenv(name, value)
+    assert host_memory.keep_freed_memory() is False
+
+
+def test_left_alone_on_another_allocator(fresh):
+    fresh.setattr(host_memory, "allocator", lambda: "jemalloc")
     assert host_memory.keep_freed_memory() is False
 
 
@@ -81,7 +92,7 @@ def test_mallopt_gets_the_ceiling_and_no_trimming(fresh):
     assert calls == [(host_memory.M_MMAP_THRESHOLD, 32 * 2**20), (host_memory.M_TRIM_THRESHOLD, -1)]
 
 
-@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+@pytest.mark.skipif(not GLIBC or THP_ALWAYS, reason="mallopt is glibc's; 4 KiB pages counted")
 def test_once_the_heap_has_grown_a_step_faults_nothing_in_again():
     """Steps that free 128 MiB: kept, the heap holds it for the next step. (glibc's defaults
     trim such a heap's top now and then, or not: their faults are not asserted.)"""
@@ -100,16 +111,20 @@ def test_jemalloc_env_only_where_the_user_chose_nothing(fresh):
     assert host_memory.jemalloc_env() == {"LD_PRELOAD": "libjemalloc.so.2",
                                           "MALLOC_CONF": host_memory.JEMALLOC_CONF}  # fmt: skip
     for name, value in [("ATTNLAB_MALLOC", "default"), ("MALLOC_CONF", "narenas:1"),
-                        ("LD_PRELOAD", "libtcmalloc.so.4"), ("LD_PRELOAD", "libmine.so")]:  # fmt: skip
+                        ("MALLOC_ARENA_MAX", "2"), ("LD_PRELOAD", "libtcmalloc.so.4"),
+                        ("LD_PRELOAD", "libmine.so")]:  # fmt: skip
         with pytest.MonkeyPatch.context() as env:
             env.setenv(name, value)
             assert host_memory.jemalloc_env() == {}, name
+    with pytest.MonkeyPatch.context() as already:
+        already.setattr(host_memory, "allocator", lambda: "jemalloc")
+        assert host_memory.jemalloc_env() == {}
     fresh.setattr(host_memory.ctypes.util, "find_library", lambda name: None)
     assert host_memory.jemalloc_env() == {}
 
 
-@pytest.mark.skipif(not GLIBC or not host_memory.jemalloc_env(),
-                    reason="no jemalloc here (Debian: apt-get install libjemalloc2)")  # fmt: skip
+@pytest.mark.skipif(not GLIBC or THP_ALWAYS or not host_memory.jemalloc_env(),
+                    reason="no jemalloc here (Debian: apt-get install libjemalloc2), or huge pages")  # fmt: skip
 def test_a_process_started_with_jemalloc_env_reuses_even_the_largest_blocks():
     """The 48 MiB blocks, which glibc maps afresh every step under any mallopt setting, fault
     nothing in again under jemalloc with its purging off."""
@@ -132,13 +147,30 @@ def test_a_process_started_with_jemalloc_env_reuses_even_the_largest_blocks():
 def test_only_long_commands_start_again_on_jemalloc(command, restarts, fresh):
     fresh.setattr(host_memory.ctypes.util, "find_library", lambda name: f"lib{name}.so.2")
     started = []
-    fresh.setattr(host_memory.os, "execv", lambda exe, args: started.append(args))
+    fresh.setattr(host_memory.os, "execv", lambda exe, args: started.append((exe, args)))
     fresh.setattr(host_memory.os, "environ", dict(os.environ))  # the update stays here
-    host_memory.restart_with_jemalloc(command, [command, "pos"])
+    # as torchrun starts a rank: the interpreter's flags come back too
+    fresh.setattr(host_memory.sys, "orig_argv", ["python3", "-u", "-m", "attnlab", command, "pos"])
+    host_memory.restart_with_jemalloc(command)
     assert bool(started) is restarts
     if restarts:
-        assert started[0][-2:] == [command, "pos"]
+        assert started == [
+            (sys.executable, [sys.executable, "-u", "-m", "attnlab", command, "pos"])
+        ]
         assert host_memory.os.environ["LD_PRELOAD"] == "libjemalloc.so.2"
+
+
+def test_a_failed_restart_carries_on_as_it_was(fresh):
+    fresh.setattr(host_memory.ctypes.util, "find_library", lambda name: f"lib{name}.so.2")
+    fresh.setattr(host_memory.os, "environ", dict(os.environ))
+
+    def fails(exe, args):
+        raise PermissionError(exe)
+
+    fresh.setattr(host_memory.os, "execv", fails)
+    host_memory.restart_with_jemalloc("train")
+    assert "MALLOC_CONF" not in host_memory.os.environ
+    assert not host_memory.os.environ.get("LD_PRELOAD")
 
 
 @pytest.mark.skipif(not host_memory.jemalloc_env(), reason="no jemalloc here (libjemalloc2)")
@@ -149,3 +181,29 @@ def test_the_attnlab_command_starts_again_once_on_jemalloc(tmp_path):
                          env=env, capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
     assert out.returncode == 2 and "no-such-task" in out.stderr
     assert out.stderr.count("starting again on jemalloc") == 1  # then not again
+    assert "cannot be preloaded" not in out.stderr
+
+
+ALLOCATOR = """
+from attnlab.lab.train import host_memory
+print(host_memory.allocator(), host_memory.keep_freed_memory())
+"""
+
+
+@pytest.mark.skipif(not GLIBC or not host_memory.jemalloc_env(),
+                    reason="no jemalloc here (Debian: apt-get install libjemalloc2)")  # fmt: skip
+def test_glibc_is_tuned_unless_jemalloc_really_loaded():
+    """On jemalloc the mallopt settings are moot; where the preload failed (a name ld.so cannot
+    find), the process is on glibc and gets them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("ATTNLAB_MALLOC", None)
+
+    def run(extra: dict[str, str]) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", ALLOCATOR], env={**env, **extra},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return out.stdout.split()
+
+    jemalloc = host_memory.jemalloc_env()
+    assert run(jemalloc) == ["jemalloc", "False"]
+    assert run({**jemalloc, "LD_PRELOAD": "libjemalloc-nowhere.so.2"}) == ["glibc", "True"]
+    assert run({}) == ["glibc", "True"]

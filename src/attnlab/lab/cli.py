@@ -414,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the attnlab command itself (not a call from Python)
         from attnlab.lab.train.host_memory import restart_with_jemalloc
 
-        restart_with_jemalloc(args.command, sys.argv[1:])
+        restart_with_jemalloc(args.command)
     try:
         with logging_redirect_tqdm(), _warnings_as_lines(args.command):
             if getattr(args, "takes_rest", False):

@@ -52,6 +52,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from attnlab.lab.bench.measure import _quiet_stderr, matmul_peak
 from attnlab.lab.train import Trainer
 from attnlab.lab.train.config import RunConfig, resolve_config
+from attnlab.lab.train.host_memory import allocator
 from attnlab.lab.train.precision import cpu_flags, cpu_model
 
 __all__ = ["VARIANTS", "CATEGORIES", "bench_train", "categorize"]
@@ -243,6 +244,7 @@ def machine() -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "allocator": allocator(),  # jemalloc where `attnlab bench` started itself on it
     }
 
 

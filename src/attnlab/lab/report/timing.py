@@ -52,7 +52,7 @@ def time_claims(
     import torch
 
     from attnlab.lab.bench.train import machine
-    from attnlab.lab.train.host_memory import keep_freed_memory
+    from attnlab.lab.train.host_memory import allocator, keep_freed_memory
 
     keep_freed_memory()  # as the runs trained: a pass's figures do not depend on who ran before
 
@@ -67,7 +67,8 @@ def time_claims(
         if not here or (not due and len({source(r, claim.timed) for _, r in here}) == 1):
             continue
         stamp = {"at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                 "cpu": machine()["cpu"], "threads": torch.get_num_threads()}  # fmt: skip
+                 "cpu": machine()["cpu"], "threads": torch.get_num_threads(),
+                 "allocator": allocator()}  # fmt: skip
         say(f"claim {claim.number}: timing its {len(here)} runs of seed 0 one after another, "
             f"with {stamp['threads']} threads")  # fmt: skip
         measured, load = {}, _Load()

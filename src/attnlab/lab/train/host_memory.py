@@ -14,8 +14,8 @@ heap it has grown instead of returning it, and blocks that were mapped apart now
 heap, where fragmentation can raise the peak a little. It is what Intel's PyTorch launcher gets
 by preloading jemalloc or tcmalloc, without a preload. The trainer and the report's timing pass
 call it, once per process (forked workers inherit it); nothing changes where the C library is
-not glibc, where another allocator is preloaded (``LD_PRELOAD``), where the user has tuned
-``malloc`` already (any ``MALLOC_*`` variable, or ``GLIBC_TUNABLES``), or with
+not glibc, where another allocator is loaded (:func:`allocator`), where the user has tuned
+glibc's ``malloc`` already (a ``MALLOC_*`` variable, or ``GLIBC_TUNABLES``), or with
 ``ATTNLAB_MALLOC=default``.
 
 Blocks over 32 MiB still come and go: glibc maps each afresh, and ``mallopt`` cannot raise that
@@ -24,9 +24,9 @@ ceiling. The efficient kernels' ListOps steps, whose ``(32, 4, 2000, 256)`` feat
 (``M_MMAP_MAX`` 0) stopped them but let its heap fragment: a BigBird run grew to 12.4 GiB
 resident in 150 steps, where it had needed 5. jemalloc keeps large blocks in extents it reuses,
 and with its purging off (:data:`JEMALLOC_CONF`) the same run held 4.6 GiB and faulted nothing
-again. It must be loaded before the process starts, so :func:`jemalloc_env` gives the variables
+again (its defaults purge freed pages after 10 s: slower than glibc). It must be loaded before the process starts, so :func:`jemalloc_env` gives the variables
 for a child process where the system has the library (Debian's ``libjemalloc2``), and the
-``attnlab`` command's long runs (``demo``, ``train``, ``pretrain``, ``report``) start
+``attnlab`` command's long runs (``demo``, ``train``, ``pretrain``, ``report``, ``bench``) start
 themselves again with them (:func:`restart_with_jemalloc`), the report's worker processes
 inheriting them. Every task's default step ran 1.03-1.17x as fast on it (BENCHMARKS.md,
 "Training speed").
@@ -34,15 +34,16 @@ inheriting them. Every task's default step ran 1.03-1.17x as fast on it (BENCHMA
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
 import os
 import platform
 import sys
-from collections.abc import Sequence
 
-__all__ = ["JEMALLOC_CONF", "jemalloc_env", "keep_freed_memory", "restart_with_jemalloc"]
+__all__ = ["JEMALLOC_CONF", "allocator", "jemalloc_env", "keep_freed_memory",
+           "restart_with_jemalloc"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,11 @@ NO_TRIM = -1
 #: system, so each step reuses the last one's
 JEMALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 
-#: the commands whose runs are long enough to pay for starting again (a second or two)
-LONG_COMMANDS = ("demo", "train", "pretrain", "report")
+#: the commands whose runs are long enough to pay for starting again (a second or two); bench
+#: among them, so that it times the steps ``train`` runs
+LONG_COMMANDS = ("demo", "train", "pretrain", "report", "bench")
+#: a symbol each other allocator exports, by which :func:`allocator` knows it is loaded
+ALLOCATOR_SYMBOLS = {"jemalloc": "mallctl", "tcmalloc": "tc_malloc", "mimalloc": "mi_malloc"}
 
 _done: bool | None = None
 
@@ -69,8 +73,10 @@ def keep_freed_memory() -> bool:
     """Make glibc's ``malloc`` keep freed blocks of up to 32 MiB for reuse (module docstring).
 
     Returns:
-        Whether the settings are in force: True once applied in this process, False where the
-        C library is not glibc, the user set malloc's behaviour, or ``ATTNLAB_MALLOC=default``.
+        Whether the settings are in force: True once applied in this process; False where the
+        allocator is not glibc's (a process started on jemalloc, as the long commands are
+        where the system has it), the user tuned glibc's (any ``MALLOC_*`` variable but
+        jemalloc's ``MALLOC_CONF``, or ``GLIBC_TUNABLES``), or ``ATTNLAB_MALLOC=default``.
     """
     global _done
     if _done is None:
@@ -78,20 +84,35 @@ def keep_freed_memory() -> bool:
     return _done
 
 
-def _user_chose() -> bool:
-    """Whether the environment sets malloc's behaviour, or preloads another allocator."""
+def allocator() -> str:
+    """The allocator this process runs on: ``jemalloc``, ``tcmalloc`` or ``mimalloc`` where one
+    is loaded (preloaded), else ``glibc`` (``unknown`` off glibc)."""
+    with contextlib.suppress(OSError):
+        symbols = ctypes.CDLL(None)  # this process's global symbols, preloaded libraries first
+        for name, symbol in ALLOCATOR_SYMBOLS.items():
+            if hasattr(symbols, symbol):
+                return name
+    return "glibc" if platform.libc_ver()[0] == "glibc" else "unknown"
+
+
+def _glibc_tuned() -> bool:
+    """Whether the environment tunes glibc's ``malloc`` (``MALLOC_CONF`` is jemalloc's)."""
     env = os.environ
-    return (any(name.startswith("MALLOC_") for name in env) or "GLIBC_TUNABLES" in env
-            or any(a in env.get("LD_PRELOAD", "") for a in ("jemalloc", "tcmalloc", "mimalloc")))  # fmt: skip
+    return "GLIBC_TUNABLES" in env or any(
+        name.startswith("MALLOC_") and name != "MALLOC_CONF" for name in env
+    )
 
 
 def _apply() -> bool:
     if os.environ.get("ATTNLAB_MALLOC", "") == "default":
         return False
-    if _user_chose():
-        logger.debug("malloc left as the environment set it")
+    if platform.system() != "Linux" or (which := allocator()) != "glibc":
+        logger.debug(
+            "malloc is %s: left alone", which if platform.system() == "Linux" else "not glibc's"
+        )
         return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if _glibc_tuned():
+        logger.debug("malloc left as the environment set it")
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -106,28 +127,36 @@ def _apply() -> bool:
 
 def jemalloc_env() -> dict[str, str]:
     """Variables that start a child process on jemalloc, keeping freed memory (module docstring):
-    ``LD_PRELOAD`` and ``MALLOC_CONF``. Empty where the system has no jemalloc, the user set
-    malloc's behaviour (:func:`_user_chose`), or ``ATTNLAB_MALLOC=default``."""
-    if os.environ.get("ATTNLAB_MALLOC", "") == "default" or _user_chose():
+    ``LD_PRELOAD`` and ``MALLOC_CONF``. Empty off Linux, where the system has no jemalloc,
+    where this process runs on another allocator already, where the user chose (an
+    ``LD_PRELOAD``, ``MALLOC_CONF``, a tuning of glibc's), or with ``ATTNLAB_MALLOC=default``."""
+    env = os.environ
+    if env.get("ATTNLAB_MALLOC", "") == "default" or platform.system() != "Linux":
         return {}
-    if platform.system() != "Linux" or os.environ.get("LD_PRELOAD"):
+    if env.get("LD_PRELOAD") or "MALLOC_CONF" in env or _glibc_tuned() or allocator() != "glibc":
         return {}
     library = ctypes.util.find_library("jemalloc")  # e.g. "libjemalloc.so.2", via ldconfig
     return {"LD_PRELOAD": library, "MALLOC_CONF": JEMALLOC_CONF} if library else {}
 
 
-def restart_with_jemalloc(command: str, argv: Sequence[str]) -> None:
-    """Replace this process by ``attnlab ARGV`` (or ``python -m attnlab ARGV``, as it was
-    started) on jemalloc (:func:`jemalloc_env`) when ``command`` is a long one; return
-    otherwise. The new process has the same id, environment (plus the two variables, which
-    also keep it from starting again), standard streams and arguments."""
+def restart_with_jemalloc(command: str) -> None:
+    """Replace this process by itself started again, with the same interpreter, flags and
+    arguments (``sys.orig_argv``), on jemalloc (:func:`jemalloc_env`) when ``command`` is a
+    long one; return otherwise, or if it cannot start. The new process has the same id,
+    standard streams and environment, plus the two variables (which keep it from starting
+    again; if the library then fails to load, it runs on glibc with :func:`keep_freed_memory`).
+    """
     extra = jemalloc_env() if command in LONG_COMMANDS else {}
     if not extra:
         return
     logger.debug("starting again on jemalloc (%s)", " ".join(f"{k}={v}" for k, v in extra.items()))
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()
     os.environ.update(extra)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    script = sys.argv[0]  # the attnlab script, or attnlab/__main__.py under python -m
-    again = ["-m", "attnlab"] if script.endswith("__main__.py") else [script]
-    os.execv(sys.executable, [sys.executable, *again, *argv])
+    try:
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    except OSError as err:  # carry on here, on glibc
+        for name in extra:
+            os.environ.pop(name, None)
+        logger.debug("could not start again (%s): staying on glibc's malloc", err)
