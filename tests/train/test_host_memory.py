@@ -207,3 +207,36 @@ def test_glibc_is_tuned_unless_jemalloc_really_loaded():
     assert run(jemalloc) == ["jemalloc", "False"]
     assert run({**jemalloc, "LD_PRELOAD": "libjemalloc-nowhere.so.2"}) == ["glibc", "True"]
     assert run({}) == ["glibc", "True"]
+
+
+RELEASE = """
+import json, torch
+from attnlab.lab.train import host_memory
+host_memory.keep_freed_memory()
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+blocks = [torch.ones(mib * 256 * 1024) for mib in [16] * 12 + [48, 48]]  # 288 MiB
+del blocks
+kept = resident()
+released = host_memory.release_freed_memory()
+print(json.dumps({"allocator": host_memory.allocator(), "released": released,
+                  "kept": kept, "after": resident()}))
+"""
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim and the preload are glibc's and Linux's")
+@pytest.mark.parametrize("on", ["glibc", "jemalloc"])
+def test_release_hands_a_jobs_freed_memory_back(on):
+    """What the settings keep for the next step (the 16 MiB blocks under glibc, all of them
+    under jemalloc) goes back to the system when a job ends."""
+    extra = host_memory.jemalloc_env() if on == "jemalloc" else {}
+    if on == "jemalloc" and not extra:
+        pytest.skip("no jemalloc here (Debian: apt-get install libjemalloc2)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("ATTNLAB_MALLOC", None)
+    out = subprocess.run([sys.executable, "-c", RELEASE], env={**env, **extra},
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    assert run["allocator"] == on and run["released"] is True
+    kept = 288 if on == "jemalloc" else 192  # glibc unmapped its 48 MiB blocks at once
+    assert run["kept"] - run["after"] > 0.8 * kept, run

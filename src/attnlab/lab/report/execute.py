@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from attnlab.lab.train.atomic import atomic_write_text
-from attnlab.lab.train.host_memory import jemalloc_env
+from attnlab.lab.train.host_memory import jemalloc_env, release_freed_memory
 
 from .jobs import Job, job_dir, read_result, write_result
 
@@ -59,7 +59,10 @@ def run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
         if processes == 1:
             for job in todo:
                 bar.set_postfix_str(job.label)
-                run_one(job, out)
+                try:
+                    run_one(job, out)
+                finally:
+                    release_freed_memory()  # the next job starts from what it needs
                 bar.update()
             return
         context = get_context("spawn")
@@ -152,7 +155,10 @@ def _in_worker(job: Job, out: Path) -> None:
 
     if pending_signal() is not None:
         raise RunError(f"job {job.label or job.key} not started: {pending_signal()}")
-    run_one(job, out)
+    try:
+        run_one(job, out)
+    finally:
+        release_freed_memory()  # a worker runs job after job: the next starts from what it needs
 
 
 def run_ray(todo: Sequence[Job], out: Path) -> None:

@@ -43,7 +43,7 @@ import platform
 import sys
 
 __all__ = ["JEMALLOC_CONF", "allocator", "jemalloc_env", "keep_freed_memory",
-           "restart_with_jemalloc"]  # fmt: skip
+           "release_freed_memory", "restart_with_jemalloc"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,8 @@ JEMALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 #: the commands whose runs are long enough to pay for starting again (a second or two); bench
 #: among them, so that it times the steps ``train`` runs
 LONG_COMMANDS = ("demo", "train", "pretrain", "report", "bench")
+#: jemalloc's MALLCTL_ARENAS_ALL: "arena.<i>.purge" with it purges every arena
+ARENAS_ALL = 4096
 #: a symbol each other allocator exports, by which :func:`allocator` knows it is loaded
 ALLOCATOR_SYMBOLS = {"jemalloc": "mallctl", "tcmalloc": "tc_malloc", "mimalloc": "mi_malloc"}
 
@@ -123,6 +125,29 @@ def _apply() -> bool:
     done = [mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), mallopt(M_TRIM_THRESHOLD, NO_TRIM)]
     logger.debug("malloc keeps freed blocks up to 32 MiB: %s", done)
     return done == [1, 1]
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory freed so far back to the system: between jobs of one process (the
+    report's workers run one after another), where the settings above would otherwise keep the
+    largest heap any job has grown. jemalloc's arenas are purged, glibc's heap trimmed
+    (``malloc_trim``). Returns whether it could (False on another allocator)."""
+    which = allocator()
+    try:
+        symbols = ctypes.CDLL(None)
+        if which == "jemalloc":
+            mallctl = symbols.mallctl
+            mallctl.argtypes = (ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p, ctypes.c_size_t)  # fmt: skip
+            mallctl.restype = ctypes.c_int
+            return mallctl(f"arena.{ARENAS_ALL}.purge".encode(), None, None, None, 0) == 0
+        if which == "glibc":
+            symbols.malloc_trim.argtypes = (ctypes.c_size_t,)
+            symbols.malloc_trim(0)
+            return True
+    except (OSError, AttributeError):
+        pass
+    return False
 
 
 def jemalloc_env() -> dict[str, str]:
