@@ -41,6 +41,18 @@ STEPS = TEMPLATE.replace("SIZES", "[16] * 8")
 LARGE_STEPS = TEMPLATE.replace("SIZES", "[16, 48, 16, 48]")
 
 
+def _python(*args: str, extra: dict[str, str] | None = None, check: bool = True, **kwargs):
+    """``python ARGS`` in a fresh process without the user's malloc settings (plus ``extra``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("ATTNLAB_MALLOC", None)
+    return subprocess.run([sys.executable, *args], env={**env, **(extra or {})},
+                          capture_output=True, text=True, check=check, **kwargs)  # fmt: skip
+
+
+def _last_json(out: subprocess.CompletedProcess) -> dict:
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture
 def fresh(monkeypatch):
     """keep_freed_memory as in a new process, with none of the user's malloc settings."""
@@ -96,11 +108,7 @@ def test_mallopt_gets_the_ceiling_and_no_trimming(fresh):
 def test_once_the_heap_has_grown_a_step_faults_nothing_in_again():
     """Steps that free 128 MiB: kept, the heap holds it for the next step. (glibc's defaults
     trim such a heap's top now and then, or not: their faults are not asserted.)"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.pop("ATTNLAB_MALLOC", None)
-    out = subprocess.run([sys.executable, "-c", STEPS], env=env, capture_output=True, text=True,
-                         check=True)  # fmt: skip
-    run = json.loads(out.stdout.strip().splitlines()[-1])
+    run = _last_json(_python("-c", STEPS))
     assert run["kept"] is True
     assert run["faults"][0] > 30000  # the first step touches its 32,768 pages
     assert max(run["faults"][3:]) < 1600  # the last two under 5% of them
@@ -128,13 +136,9 @@ def test_jemalloc_env_only_where_the_user_chose_nothing(fresh):
 def test_a_process_started_with_jemalloc_env_reuses_even_the_largest_blocks():
     """The 48 MiB blocks, which glibc maps afresh every step under any mallopt setting, fault
     nothing in again under jemalloc with its purging off."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.pop("ATTNLAB_MALLOC", None)
 
     def faults(extra: dict[str, str]) -> list[int]:
-        out = subprocess.run([sys.executable, "-c", LARGE_STEPS], env={**env, **extra},
-                             capture_output=True, text=True, check=True)  # fmt: skip
-        return json.loads(out.stdout.strip().splitlines()[-1])["faults"]
+        return _last_json(_python("-c", LARGE_STEPS, extra=extra))["faults"]
 
     glibc, jemalloc = faults({}), faults(host_memory.jemalloc_env())
     assert min(glibc[1:]) > 24000  # 2 x 48 MiB = 24,576 pages, mapped and faulted every step
@@ -175,10 +179,7 @@ def test_a_failed_restart_carries_on_as_it_was(fresh):
 
 @pytest.mark.skipif(not host_memory.jemalloc_env(), reason="no jemalloc here (libjemalloc2)")
 def test_the_attnlab_command_starts_again_once_on_jemalloc(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.pop("ATTNLAB_MALLOC", None)
-    out = subprocess.run([sys.executable, "-m", "attnlab", "train", "no-such-task", "-v"],
-                         env=env, capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    out = _python("-m", "attnlab", "train", "no-such-task", "-v", check=False, cwd=tmp_path)
     assert out.returncode == 2 and "no-such-task" in out.stderr
     assert out.stderr.count("starting again on jemalloc") == 1  # then not again
     assert "cannot be preloaded" not in out.stderr
@@ -195,13 +196,9 @@ print(host_memory.allocator(), host_memory.keep_freed_memory())
 def test_glibc_is_tuned_unless_jemalloc_really_loaded():
     """On jemalloc the mallopt settings are moot; where the preload failed (a name ld.so cannot
     find), the process is on glibc and gets them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.pop("ATTNLAB_MALLOC", None)
 
     def run(extra: dict[str, str]) -> list[str]:
-        out = subprocess.run([sys.executable, "-c", ALLOCATOR], env={**env, **extra},
-                             capture_output=True, text=True, check=True)  # fmt: skip
-        return out.stdout.split()
+        return _python("-c", ALLOCATOR, extra=extra).stdout.split()
 
     jemalloc = host_memory.jemalloc_env()
     assert run(jemalloc) == ["jemalloc", "False"]
@@ -232,11 +229,7 @@ def test_release_hands_a_jobs_freed_memory_back(on):
     extra = host_memory.jemalloc_env() if on == "jemalloc" else {}
     if on == "jemalloc" and not extra:
         pytest.skip("no jemalloc here (Debian: apt-get install libjemalloc2)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.pop("ATTNLAB_MALLOC", None)
-    out = subprocess.run([sys.executable, "-c", RELEASE], env={**env, **extra},
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    run = json.loads(out.stdout.strip().splitlines()[-1])
+    run = _last_json(_python("-c", RELEASE, extra=extra))
     assert run["allocator"] == on and run["released"] is True
     kept = 288 if on == "jemalloc" else 192  # glibc unmapped its 48 MiB blocks at once
     assert run["kept"] - run["after"] > 0.8 * kept, run

@@ -24,11 +24,11 @@ ceiling. The efficient kernels' ListOps steps, whose ``(32, 4, 2000, 256)`` feat
 (``M_MMAP_MAX`` 0) stopped them but let its heap fragment: a BigBird run grew to 12.4 GiB
 resident in 150 steps, where it had needed 5. jemalloc keeps large blocks in extents it reuses,
 and with its purging off (:data:`JEMALLOC_CONF`) the same run held 4.6 GiB and faulted nothing
-again (its defaults purge freed pages after 10 s: slower than glibc). It must be loaded before the process starts, so :func:`jemalloc_env` gives the variables
-for a child process where the system has the library (Debian's ``libjemalloc2``), and the
-``attnlab`` command's long runs (``demo``, ``train``, ``pretrain``, ``report``, ``bench``) start
-themselves again with them (:func:`restart_with_jemalloc`), the report's worker processes
-inheriting them. Every task's default step ran 1.03-1.17x as fast on it (BENCHMARKS.md,
+again (its defaults purge freed pages after 10 s: slower than glibc). It must be loaded before
+the process starts, so :func:`jemalloc_env` gives the variables for a child process where the
+system has the library (Debian's ``libjemalloc2``), and the ``attnlab`` command's long runs
+(``demo``, ``train``, ``pretrain``, ``report``, ``bench``) start themselves again with them
+(:func:`restart_with_jemalloc`), the report's worker processes inheriting them. Every task's default step ran 1.03-1.17x as fast on it (BENCHMARKS.md,
 "Training speed").
 """
 
@@ -108,10 +108,10 @@ def _glibc_tuned() -> bool:
 def _apply() -> bool:
     if os.environ.get("ATTNLAB_MALLOC", "") == "default":
         return False
-    if platform.system() != "Linux" or (which := allocator()) != "glibc":
-        logger.debug(
-            "malloc is %s: left alone", which if platform.system() == "Linux" else "not glibc's"
-        )
+    if platform.system() != "Linux":
+        return False
+    if (which := allocator()) != "glibc":
+        logger.debug("malloc is %s: left alone", which)
         return False
     if _glibc_tuned():
         logger.debug("malloc left as the environment set it")
