@@ -18,6 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "attnlab"
 
 LAYERS = {
     "_version": 0, "dropout": 0, "masks": 0, "pair_bias": 0, "numerics": 0, "registry": 0, "provenance": 0, "sizes": 0,
+    "native": 0,
     "functional": 1, "additive_blocks": 1, "positional": 1,
     "kernels": 2, "backends": 2, "efficient": 2,
     "attention": 3, "attention_config": 3, "attention_checks": 3,

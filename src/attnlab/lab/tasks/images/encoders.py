@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from attnlab import masks
 from attnlab.blocks import TransformerEncoder, TrunkConfig
 from attnlab.dropout import Dropout
+from attnlab.native import BatchNormReLU2d
 from attnlab.positional import GRID_POSITIONAL
 
 __all__ = [
@@ -256,11 +257,10 @@ CONV_LAYOUT = torch.channels_last
 
 
 def _conv(c_in: int, c_out: int) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
-        nn.BatchNorm2d(c_out),
-        nn.ReLU(inplace=True),
-    )
+    """A 3x3 convolution, batch norm and ReLU; the last two one layer, fused on a CPU in
+    training (:class:`~attnlab.native.BatchNormReLU2d`: its state dict is a ``BatchNorm2d``'s,
+    so the checkpoints of ``Sequential(conv, BatchNorm2d, ReLU)`` load)."""
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), BatchNormReLU2d(c_out))
 
 
 class TokenImageEncoder(nn.Module):

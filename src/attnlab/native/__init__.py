@@ -1,0 +1,14 @@
+"""Compiled CPU operators for the layers PyTorch runs slowly on a CPU, each beside the PyTorch
+path it replaces (used wherever the compiled one does not apply or could not be built).
+
+* :class:`BatchNormReLU2d`: batch norm then ReLU, fused in training (``batch_norm.py``,
+  ``batch_norm_relu.cpp``); the lab's convolutional stems use it.
+
+They are compiled on first use for this machine's CPU (:mod:`.build`, about 30 s once);
+``ATTNLAB_NATIVE=0`` turns them off.
+"""
+
+from .batch_norm import BatchNormReLU2d
+from .build import unavailable_reason
+
+__all__ = ["BatchNormReLU2d", "unavailable_reason"]

@@ -1,0 +1,100 @@
+"""Compiling the C++ operators of :mod:`attnlab.native` on first use.
+
+``torch.utils.cpp_extension.load`` builds ``batch_norm_relu.cpp`` with the system's C++
+compiler (about 30 s, once) into torch's extensions directory (``TORCH_EXTENSIONS_DIR``, else
+``~/.cache/torch_extensions``), and later processes load the built library. The code is
+compiled for this machine's CPU (``-march=native``), so the library's name carries a digest of
+the CPU's model and flags: a home directory shared by machines of different CPUs keeps one
+build per CPU, and none runs instructions its CPU lacks.
+
+Where it cannot be built (no compiler, no Python headers, not Linux) or ``ATTNLAB_NATIVE=0``
+asks so, :func:`load` says why once in the log and returns None; the callers then run
+PyTorch's own operators, which compute the same thing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["load", "unavailable_reason"]
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("batch_norm_relu.cpp")
+
+#: -ffp-contract=off: the forward pass and the backward pass compute ReLU's pre-activation
+#: with the same roundings (no fused multiply-add in one loop and not in the other), so the
+#: backward recomputes exactly the mask the forward applied.
+CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
+
+
+def _cpu_digest() -> str:
+    """A digest of this CPU's model name and flags (``/proc/cpuinfo``)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = [platform.processor()]
+    keep = {line for line in lines if line.startswith(("model name", "flags", "Features"))}
+    return hashlib.sha256("\n".join(sorted(keep)).encode()).hexdigest()[:10]
+
+
+def _flags() -> list[str]:
+    if platform.machine() in ("x86_64", "AMD64"):  # AVX-512 at full width where there is one
+        return [*CFLAGS, "-mprefer-vector-width=512"]
+    return CFLAGS
+
+
+def _find_ninja() -> None:
+    """Put the ``ninja`` of the Python package (a dependency) on ``PATH`` where no other is,
+    as when attnlab runs from a virtual environment that was not activated: torch's builder
+    calls ``ninja`` by name."""
+    if shutil.which("ninja") is None:
+        with contextlib.suppress(ImportError):
+            import ninja
+
+            os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
+
+
+@functools.cache
+def _build() -> tuple[ModuleType | None, str | None]:
+    if os.environ.get("ATTNLAB_NATIVE", "1") == "0":
+        return None, "ATTNLAB_NATIVE=0"
+    if platform.system() != "Linux":
+        return None, f"built on Linux only, this is {platform.system()}"
+    try:
+        from torch.utils.cpp_extension import load as build
+
+        _find_ninja()
+        log.info("attnlab.native: loading the fused CPU operators (compiled the first time, ~30 s)")
+        module = build(
+            name=f"attnlab_native_{_cpu_digest()}",
+            sources=[str(SOURCE)],
+            extra_cflags=_flags(),
+            extra_ldflags=["-fopenmp"],
+            verbose=False,
+        )
+    except Exception as e:  # noqa: BLE001 (any failure to build means: use PyTorch's ops)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        reason = f"could not be built ({type(e).__name__}: {first})"
+        log.warning("attnlab.native: the fused CPU operators %s; using PyTorch's", reason)
+        return None, reason
+    return module, None
+
+
+def load() -> ModuleType | None:
+    """The compiled operators, built on the first call; None where they cannot be
+    (:func:`unavailable_reason` says why)."""
+    return _build()[0]
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`load` gives None (building them if not yet tried); None when it does not."""
+    return _build()[1]
