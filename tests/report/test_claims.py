@@ -226,3 +226,16 @@ def test_claim_10_draws_dev_accuracy_against_the_subset_size_a_line_per_model():
     assert list(line.get_xdata()) == list(c.SIZES["full"])
     assert [round(y, 6) for y in line.get_ydata()] == [62.0, 79.0, 91.0]  # the seeds' means
     assert ax.get_xscale() == "log"
+
+
+@pytest.mark.parametrize(("lowest", "left"), [(0.352, 30.0), (0.302, 20.0), (0.97, 90.0),
+                                               (0.03, 0.0)])  # fmt: skip
+def test_the_bar_plots_accuracy_axis_starts_at_a_multiple_of_ten(lowest, left):
+    """At least 5 points left of the lowest bar, from a round number with its tick."""
+    from attnlab.lab.report.claim import _bar_plot
+
+    rows = [{"variant": "low", "dev": lowest, "dev_sd": 0.01, "metric": "accuracy"},
+            {"variant": "high", "dev": 0.99, "dev_sd": None, "metric": "accuracy"}]  # fmt: skip
+    ax = _bar_plot(next(iter(CLAIMS.values())), rows).axes[0]
+    assert ax.get_xlim() == (left, 100.0)
+    assert left in ax.get_xticks()

@@ -4,6 +4,7 @@ comparison under its rule and the plot. The claims themselves are in :mod:`.clai
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -252,8 +253,8 @@ def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
     )
     ax.invert_yaxis()
     if scale == 100.0:
-        lo = min(100 * r["dev"] for r in done)
-        ax.set_xlim(max(0.0, lo - 5), 100)
+        lo = min(100 * r["dev"] for r in done)  # the axis from a multiple of 10, ticked there
+        ax.set_xlim(max(0.0, 10 * math.floor((lo - 5) / 10)), 100)
     unit = " (%)" if scale == 100.0 else ""
     ax.set_xlabel(f"dev {metric}{unit}, mean over seeds (bar: standard deviation)", fontsize=8)
     ax.set_title(f"claim {claim.number}: {claim.name}", fontsize=9)
