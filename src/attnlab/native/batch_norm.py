@@ -8,8 +8,9 @@ with :math:`\mu_B, \sigma_B^2` the batch's mean and (biased) variance per channe
 bfloat16 input (what a convolution gives under autocast in the lab's image models), it runs the
 compiled operator of ``batch_norm_relu.cpp``: two passes over the activations forward and two
 backward, where PyTorch's four operators take seven, and only the input kept for the backward
-pass. On the Fashion-MNIST hybrid's stem it ran the pair 2.7x as fast and the whole training
-step 1.15x (BENCHMARKS.md, "A fused batch norm and ReLU"). Everywhere else (evaluation, other
+pass. In bfloat16 on the Fashion-MNIST hybrid's stem it ran the pair 1.5-1.8x as fast, and
+the whole training step 1.12x (BENCHMARKS.md, "A fused batch norm and ReLU, and max
+pooling"). Everywhere else (evaluation, other
 layouts or devices, ``torch.compile``, or where the operator could not be built:
 :func:`attnlab.native.build.unavailable_reason`) it is PyTorch's batch norm then ReLU.
 
@@ -37,7 +38,7 @@ class _Fused(torch.autograd.Function):
         ops = build.load()
         b, c, h, w = x.shape
         rows = x.permute(0, 2, 3, 1).reshape(b * h * w, c)  # (M, C): a view of channels last
-        y, mean, invstd, var = ops.forward(rows, weight, bias, eps)
+        y, mean, invstd, var = ops.batch_norm_relu_forward(rows, weight, bias, eps)
         ctx.save_for_backward(rows, weight, bias, mean, invstd)
         ctx.mark_non_differentiable(mean, var)
         return y.view(b, h, w, c).permute(0, 3, 1, 2), mean, var  # (b, c, h, w) channels last
@@ -48,7 +49,7 @@ class _Fused(torch.autograd.Function):
         rows, weight, bias, mean, invstd = ctx.saved_tensors
         b, c, h, w = dy.shape
         dy_rows = dy.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a copy only if not channels last
-        dx, dweight, dbias = build.load().backward(
+        dx, dweight, dbias = build.load().batch_norm_relu_backward(
             dy_rows.contiguous(), rows, weight, bias, mean, invstd
         )
         return dx.view(b, h, w, c).permute(0, 3, 1, 2), dweight, dbias, None

@@ -14,33 +14,20 @@
 //
 // Shapes: x, y, dy, dx (M, C), contiguous; weight, bias, mean, invstd, var (C,) float32.
 
-#include <torch/extension.h>
+#include "common.h"
+
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <vector>
+
+namespace attnlab_native {
 
 namespace {
 
 constexpr int64_t CHUNK = 256;  // rows per partial sum (in double)
 constexpr int64_t GROUP = 8;    // rows summed in float before they are added to it
-
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) {  // bfloat16: the top half of a float
-  uint32_t bits = uint32_t(p[i]) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) {  // round to nearest even, as torch does
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  p[i] = (v != v) ? uint16_t(0x7FC0) : uint16_t(rounded);
-}
 
 // g, or +0 where z <= 0 (whatever g, NaN included: threshold_backward's rule), as a select on
 // the bits, which the compiler vectorises where a branch would stop it.
@@ -221,17 +208,11 @@ void check(const torch::Tensor& x, const torch::Tensor& weight, const torch::Ten
                 "weight, bias: expected contiguous float32 tensors of C = ", x.size(1), " values");
 }
 
-#define DISPATCH(x, CALL)                                                                      \
-  if ((x).scalar_type() == at::kBFloat16) {                                                    \
-    using T = uint16_t;                                                                        \
-    CALL;                                                                                      \
-  } else {                                                                                     \
-    using T = float;                                                                           \
-    CALL;                                                                                      \
-  }
+}  // namespace
 
-std::vector<torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& weight,
-                                   const torch::Tensor& bias, double eps) {
+std::vector<torch::Tensor> batch_norm_relu_forward(const torch::Tensor& x,
+                                                   const torch::Tensor& weight,
+                                                   const torch::Tensor& bias, double eps) {
   check(x, weight, bias);
   const int64_t M = x.size(0), C = x.size(1);
   auto y = torch::empty_like(x);
@@ -244,9 +225,12 @@ std::vector<torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& 
   return {y, mean, invstd, var};
 }
 
-std::vector<torch::Tensor> backward(const torch::Tensor& dy, const torch::Tensor& x,
-                                    const torch::Tensor& weight, const torch::Tensor& bias,
-                                    const torch::Tensor& mean, const torch::Tensor& invstd) {
+std::vector<torch::Tensor> batch_norm_relu_backward(const torch::Tensor& dy,
+                                                    const torch::Tensor& x,
+                                                    const torch::Tensor& weight,
+                                                    const torch::Tensor& bias,
+                                                    const torch::Tensor& mean,
+                                                    const torch::Tensor& invstd) {
   check(x, weight, bias);
   TORCH_CHECK(dy.sizes() == x.sizes() && dy.scalar_type() == x.scalar_type() && dy.is_contiguous(),
               "dy: expected a contiguous tensor of x's shape and dtype");
@@ -261,9 +245,4 @@ std::vector<torch::Tensor> backward(const torch::Tensor& dy, const torch::Tensor
   return {dx, dweight, dbias};
 }
 
-}  // namespace
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("forward", &forward, "batch norm (batch statistics) then ReLU: y, mean, invstd, var");
-  m.def("backward", &backward, "its backward: dx, dweight, dbias");
-}
+}  // namespace attnlab_native

@@ -1,11 +1,13 @@
 """Compiling the C++ operators of :mod:`attnlab.native` on first use.
 
-``torch.utils.cpp_extension.load`` builds ``batch_norm_relu.cpp`` with the system's C++
-compiler (about 30 s, once) into torch's extensions directory (``TORCH_EXTENSIONS_DIR``, else
-``~/.cache/torch_extensions``), and later processes load the built library. The code is
-compiled for this machine's CPU (``-march=native``), so the library's name carries a digest of
-the CPU's model and flags: a home directory shared by machines of different CPUs keeps one
-build per CPU, and none runs instructions its CPU lacks.
+``torch.utils.cpp_extension.load`` builds this directory's ``.cpp`` files (``bindings.cpp``
+makes them one Python module) with the system's C++ compiler (about 30 s, once) into torch's
+extensions directory (``TORCH_EXTENSIONS_DIR``, else ``~/.cache/torch_extensions``), and later
+processes load the built library. The code is compiled for this machine's CPU
+(``-march=native``), so the library's name carries a digest of the CPU's model and flags and of
+the sources (headers included, which torch's own check of the sources does not read): a home
+directory shared by machines of different CPUs keeps one build per CPU, none runs instructions
+its CPU lacks, and a changed source is built again.
 
 Where it cannot be built (no compiler, no Python headers, not Linux) or ``ATTNLAB_NATIVE=0``
 asks so, :func:`load` says why once in the log and returns None; the callers then run
@@ -28,7 +30,9 @@ __all__ = ["load", "unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("batch_norm_relu.cpp")
+HERE = Path(__file__).parent
+SOURCES = sorted(HERE.glob("*.cpp"))
+HEADERS = sorted(HERE.glob("*.h"))
 
 #: -ffp-contract=off: the forward pass and the backward pass compute ReLU's pre-activation
 #: with the same roundings (no fused multiply-add in one loop and not in the other), so the
@@ -36,14 +40,17 @@ SOURCE = Path(__file__).with_name("batch_norm_relu.cpp")
 CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
 
 
-def _cpu_digest() -> str:
-    """A digest of this CPU's model name and flags (``/proc/cpuinfo``)."""
+def _digest() -> str:
+    """A digest of this CPU's model name and flags (``/proc/cpuinfo``) and of the sources."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
         lines = [platform.processor()]
-    keep = {line for line in lines if line.startswith(("model name", "flags", "Features"))}
-    return hashlib.sha256("\n".join(sorted(keep)).encode()).hexdigest()[:10]
+    cpu = {line for line in lines if line.startswith(("model name", "flags", "Features"))}
+    digest = hashlib.sha256("\n".join(sorted(cpu)).encode())
+    for path in [*SOURCES, *HEADERS]:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _flags() -> list[str]:
@@ -75,8 +82,8 @@ def _build() -> tuple[ModuleType | None, str | None]:
         _find_ninja()
         log.info("attnlab.native: loading the fused CPU operators (compiled the first time, ~30 s)")
         module = build(
-            name=f"attnlab_native_{_cpu_digest()}",
-            sources=[str(SOURCE)],
+            name=f"attnlab_native_{_digest()}",
+            sources=[str(path) for path in SOURCES],
             extra_cflags=_flags(),
             extra_ldflags=["-fopenmp"],
             verbose=False,

@@ -1,7 +1,7 @@
-"""The convolutional stems (hybrid, cnn) with batch norm and ReLU fused (attnlab.native): one
-training step gives the logits and gradients of PyTorch's BatchNorm2d then ReLU, in float32
-and under bfloat16 autocast, and a model saved with ``Sequential(conv, BatchNorm2d, ReLU)``
-stems loads."""
+"""The convolutional stems (hybrid, cnn) with batch norm and ReLU, and max pooling, fused
+(attnlab.native): one training step gives the logits and gradients of PyTorch's BatchNorm2d,
+ReLU and MaxPool2d, in float32 and under bfloat16 autocast, and a model saved with
+``Sequential(conv, BatchNorm2d, ReLU)`` stems loads."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from torch import nn
 from attnlab.lab.tasks.images import ImageModelConfig
 from attnlab.lab.tasks.images.encoders import CNNConfig, HybridConfig
 from attnlab.lab.tasks.images.model import build_image_model
-from attnlab.native import BatchNormReLU2d, unavailable_reason
+from attnlab.native import BatchNormReLU2d, MaxPool2x2, unavailable_reason
 
 CONFIGS = {
     "hybrid": HybridConfig(stem=4, stem_depth=2, downsample=2, stem_tail=1, dim=8, heads=2,
@@ -38,20 +38,23 @@ def _step(model: nn.Module, images: torch.Tensor, bf16: bool):
 @pytest.mark.skipif(unavailable_reason() is not None, reason=f"fused op: {unavailable_reason()}")
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
 @pytest.mark.parametrize("bf16", [False, True])
-def test_a_training_step_equals_pytorchs_batch_norm_then_relu(kind, bf16, monkeypatch):
+def test_a_training_step_equals_pytorchs_operators(kind, bf16, monkeypatch):
     images = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(1))
-    layers = [m for m in _model(kind).modules() if isinstance(m, BatchNormReLU2d)]
-    assert len(layers) >= 2
+    fusible = (BatchNormReLU2d, MaxPool2x2)
+    layers = [m for m in _model(kind).modules() if isinstance(m, fusible)]
+    assert {type(m) for m in layers} == set(fusible)
     calls = []
-    fused = BatchNormReLU2d.fused
-    monkeypatch.setattr(BatchNormReLU2d, "fused", lambda self, x: calls.append(1) or fused(self, x))
+    for cls in fusible:
+        fused = cls.fused
+        monkeypatch.setattr(cls, "fused", lambda self, x, f=fused: calls.append(f(self, x)) or
+                            calls[-1])  # fmt: skip
     torch.manual_seed(2)  # the crop augmentation's draws
     logits, grads = _step(_model(kind), images, bf16)
-    monkeypatch.setattr(BatchNormReLU2d, "fused", lambda self, x: False)
+    assert len(calls) == len(layers) and all(calls)  # each layer ran fused
+    for cls in fusible:
+        monkeypatch.setattr(cls, "fused", lambda self, x: False)
     torch.manual_seed(2)
     want_logits, want_grads = _step(_model(kind), images, bf16)
-    assert calls and all(fused(layer, torch.ones(2, layer.num_features, 2, 2).to(
-        memory_format=torch.channels_last)) for layer in layers)  # fmt: skip
     tolerance = dict(rtol=2e-2, atol=2e-2) if bf16 else dict(rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(logits, want_logits, **tolerance)
     for name, grad in grads.items():

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from attnlab import masks
 from attnlab.blocks import TransformerEncoder, TrunkConfig
 from attnlab.dropout import Dropout
-from attnlab.native import BatchNormReLU2d
+from attnlab.native import BatchNormReLU2d, MaxPool2x2
 from attnlab.positional import GRID_POSITIONAL
 
 __all__ = [
@@ -305,7 +305,7 @@ def _stages(c_in: int, widths: list[int], depth: int, pools: int) -> list[nn.Mod
     for i, c in enumerate(widths):
         layers += [_conv(c_in if j == 0 else c, c) for j in range(depth)]
         if i < pools:
-            layers.append(nn.MaxPool2d(2))
+            layers.append(MaxPool2x2())  # nn.MaxPool2d(2), fused on a CPU
         c_in = c
     return layers
 
