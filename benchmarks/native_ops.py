@@ -8,7 +8,7 @@ each figure is the median of its rounds (time_call's autorange).
 
     python benchmarks/native_ops.py [--rounds 3] [--min-time 0.5] [--threads 2]
 
-Written for issue 34 (BENCHMARKS.md, "A fused batch norm and ReLU").
+Written for issue 34 (BENCHMARKS.md, "A fused batch norm and ReLU, and max pooling").
 """
 
 from __future__ import annotations
