@@ -57,3 +57,15 @@ def test_pytorchs_path_elsewhere():
         assert not MaxPool2x2().fused(other)
         (y, dx), (want_y, want_dx) = _both(other)
         assert torch.equal(y, want_y) and torch.equal(dx, want_dx)
+
+
+@needs_build
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_negative_zero_gradient_arrives_as_pytorchs_positive_zero(dtype):
+    """PyTorch adds dy into a zeroed dx: -0 arrives as +0."""
+    x = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x = x.to(memory_format=torch.channels_last).requires_grad_()
+    dy = torch.full((2, 3, 2, 2), -0.0, dtype=dtype).to(memory_format=torch.channels_last)
+    (ours,) = torch.autograd.grad(MaxPool2x2()(x), x, dy)
+    (theirs,) = torch.autograd.grad(F.max_pool2d(x, 2), x, dy)
+    assert torch.equal(ours.signbit(), theirs.signbit()) and not ours.signbit().any()

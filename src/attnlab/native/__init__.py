@@ -7,8 +7,9 @@ path it replaces (used wherever the compiled one does not apply or could not be 
 
 The lab's convolutional stems (the image models' ``hybrid`` and ``cnn`` encoders) use both.
 
-They are compiled on first use for this machine's CPU (:mod:`.build`, about 30 s once);
-``ATTNLAB_NATIVE=0`` turns them off.
+They are compiled on first use for this machine's CPU (:mod:`.build`, about 60 s once);
+``ATTNLAB_NATIVE=0`` turns them off. They have no double backward (``create_graph=True``
+through them raises).
 """
 
 from .batch_norm import BatchNormReLU2d

@@ -73,6 +73,7 @@ class BatchNormReLU2d(nn.BatchNorm2d):
             and x.is_contiguous(memory_format=torch.channels_last)
             and x.numel() > x.shape[1]  # more than one value per channel
             and (self.weight is None or self.weight.dtype == torch.float32)
+            and (self.running_mean is None or self.running_mean.dtype == torch.float32)
             and not torch.compiler.is_compiling()
             and build.load() is not None
         )

@@ -160,7 +160,8 @@ void backward_impl(const T* dy, const T* x, T* dx, int64_t M, int64_t C, const f
       }
     }
   });
-  // dx = A * dz + B * x + D per channel
+  // dx = A * dz + B * (x - mean) + D per channel (about the mean: where it is far from 0,
+  // B * x and D would be large and cancel)
   std::vector<double> sums(C, 0.0), sums_x(C, 0.0);
   for (int64_t k = 0; k < K; ++k) {
     for (int64_t c = 0; c < C; ++c) {
@@ -170,13 +171,12 @@ void backward_impl(const T* dy, const T* x, T* dx, int64_t M, int64_t C, const f
   }
   std::vector<float> A(C), B(C), D(C);
   for (int64_t c = 0; c < C; ++c) {
-    double sum = sums[c], sum_x = sums_x[c];
-    double is = invstd[c], b_c = -double(scale[c]) * is * is * sum_x / M;
-    dbias[c] = float(sum);
-    dweight[c] = float(sum_x * is);
+    double is = invstd[c];
+    dbias[c] = float(sums[c]);
+    dweight[c] = float(sums_x[c] * is);
     A[c] = scale[c];
-    B[c] = float(b_c);
-    D[c] = float(-double(scale[c]) * sum / M - b_c * mean[c]);
+    B[c] = float(-double(scale[c]) * is * is * sums_x[c] / M);
+    D[c] = float(-double(scale[c]) * sums[c] / M);
   }
   at::parallel_for(0, M, 256, [&](int64_t begin, int64_t end) {
     const float* __restrict__ a = scale.data();
@@ -189,9 +189,9 @@ void backward_impl(const T* dy, const T* x, T* dx, int64_t M, int64_t C, const f
       const T* __restrict__ gr = dy + m * C;
       T* __restrict__ out = dx + m * C;
       for (int64_t c = 0; c < C; ++c) {
-        float xv = load(xr, c), g = load(gr, c);
-        float dz = relu_grad((xv - mu[c]) * a[c] + bias[c], g);
-        store(out, c, pa[c] * dz + pb[c] * xv + pd[c]);
+        float centred = load(xr, c) - mu[c];
+        float dz = relu_grad(centred * a[c] + bias[c], load(gr, c));
+        store(out, c, pa[c] * dz + pb[c] * centred + pd[c]);
       }
     }
   });

@@ -5,7 +5,9 @@
 // scatters dy into it. Here a window's four values are taken in F.max_pool2d's order ((0, 0),
 // (0, 1), (1, 0), (1, 1)) and by its rule (the first maximum, or the last NaN); the backward
 // pass finds the same one again from x (nothing else is kept) and writes each element of dx
-// once: dy at it, 0 at the window's other three and at a dropped row or column.
+// once: dy at it (-0 as +0, as PyTorch's 0 + dy), 0 at the window's other three and at a
+// dropped row or column. (A bfloat16 NaN is written as 0x7FC0, c10's NaN; PyTorch's vectorised
+// conversions may write other NaN bits.)
 
 #include "common.h"
 
@@ -84,7 +86,7 @@ void backward_impl(const T* dy, const T* x, T* dx, int64_t N, int64_t H, int64_t
         for (int64_t c = 0; c < channels; ++c)
           at[c] = window_argmax(load(p0, c), load(p1, c), load(p2, c), load(p3, c));
         for (int64_t c = 0; c < channels; ++c) {  // dy at the window's maximum, else +0
-          float dy_c = load(g, c);
+          float dy_c = load(g, c) + 0.f;  // -0 as +0, as PyTorch's zeroed dx plus dy gives
           store(left, c, at[c] == first ? dy_c : 0.f);
           store(right, c, at[c] == first + 1.f ? dy_c : 0.f);
         }
