@@ -288,6 +288,8 @@ def test_a_job_that_starts_from_another_is_keyed_and_run_after_it(tmp_path):
         assert sorted(j.key for s in shards for j in s) == sorted(j.key for j in plan)
         with_it = next(s for s in shards if tuned in s)
         assert with_it.index(mlm) < with_it.index(tuned)  # together, the init job first
+    assert shard(plan, None) == [*others, mlm, tuned]  # the plan's order, init jobs first
+    assert shard([*others[::-1], others[0]], None) == others[::-1]  # each once
     assert execute.waves([tuned, *others, mlm]) == [sorted([*others, mlm], key=plan.index),
                                                         [tuned]]  # fmt: skip
     with pytest.raises(RunError, match="starts from job pre-training, which has not finished"):

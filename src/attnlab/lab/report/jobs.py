@@ -276,12 +276,18 @@ def with_inits(jobs: Iterable[Job]) -> list[Job]:
 def shard(jobs: Sequence[Job], spec: str | None) -> list[Job]:
     """The jobs of shard ``I/N`` (1-based: every job whose root's position, by key, is ``I - 1``
     modulo ``N``: a job and the ``init`` jobs it starts from share a shard), each after its
-    ``init`` job; all of them without a spec.
+    ``init`` job and otherwise in the order of ``jobs`` (a report's plan: claim by claim, so
+    that each claim's verdict comes as soon as its own jobs are done); all of them without a
+    spec.
 
     Raises:
         ValueError: a spec that is not ``I/N`` with ``1 <= I <= N``.
     """
-    ordered = sorted(set(jobs), key=lambda j: (len(j.chain()), j.key))  # init jobs first
+    first: dict[str, int] = {}
+    for i, job in enumerate(jobs):
+        first.setdefault(job.key, i)
+    unique = {job.key: job for job in jobs}.values()
+    ordered = sorted(unique, key=lambda j: (len(j.chain()), first[j.key]))  # init jobs first
     if spec is None:
         return ordered
     try:
