@@ -38,7 +38,8 @@ class _Fused(torch.autograd.Function):
         ops = build.load()
         b, c, h, w = x.shape
         rows = x.permute(0, 2, 3, 1).reshape(b * h * w, c)  # (M, C): a view of channels last
-        y, mean, invstd, var = ops.batch_norm_relu_forward(rows, weight, bias, eps)
+        with torch.profiler.record_function("attnlab::batch_norm_relu"):  # profiles name it
+            y, mean, invstd, var = ops.batch_norm_relu_forward(rows, weight, bias, eps)
         ctx.save_for_backward(rows, weight, bias, mean, invstd)
         ctx.mark_non_differentiable(mean, var)
         return y.view(b, h, w, c).permute(0, 3, 1, 2), mean, var  # (b, c, h, w) channels last
@@ -49,9 +50,10 @@ class _Fused(torch.autograd.Function):
         rows, weight, bias, mean, invstd = ctx.saved_tensors
         b, c, h, w = dy.shape
         dy_rows = dy.permute(0, 2, 3, 1).reshape(b * h * w, c)  # a copy only if not channels last
-        dx, dweight, dbias = build.load().batch_norm_relu_backward(
-            dy_rows.contiguous(), rows, weight, bias, mean, invstd
-        )
+        with torch.profiler.record_function("attnlab::batch_norm_relu_backward"):
+            dx, dweight, dbias = build.load().batch_norm_relu_backward(
+                dy_rows.contiguous(), rows, weight, bias, mean, invstd
+            )
         return dx.view(b, h, w, c).permute(0, 3, 1, 2), dweight, dbias, None
 
 

@@ -24,14 +24,16 @@ class _Fused(torch.autograd.Function):
     def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
         pixels = x.permute(0, 2, 3, 1)  # (b, h, w, c): a contiguous view of channels last
         ctx.save_for_backward(pixels)
-        y = build.load().max_pool_forward(pixels)  # (b, h / 2, w / 2, c)
+        with torch.profiler.record_function("attnlab::max_pool2x2"):  # profiles name it
+            y = build.load().max_pool_forward(pixels)  # (b, h / 2, w / 2, c)
         return y.permute(0, 3, 1, 2)  # (b, c, h / 2, w / 2) channels last
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy: Tensor) -> Tensor:  # type: ignore[override]
         (pixels,) = ctx.saved_tensors
-        dx = build.load().max_pool_backward(dy.permute(0, 2, 3, 1).contiguous(), pixels)
+        with torch.profiler.record_function("attnlab::max_pool2x2_backward"):
+            dx = build.load().max_pool_backward(dy.permute(0, 2, 3, 1).contiguous(), pixels)
         return dx.permute(0, 3, 1, 2)
 
 

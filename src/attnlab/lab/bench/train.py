@@ -21,7 +21,7 @@ measured 1.16x the first. Per variant:
   each of its turns where the kernel allows);
 * **compile time**: the warm-up steps' time beyond that many steady steps;
 * **profile**: a step's time by category (compiled code, optimizer, attention, matmul,
-  convolution, dropout/RNG, normalisation, copy/index, elementwise, other ops, and what no
+  convolution, dropout/RNG, normalisation, pooling, copy/index, elementwise, other ops, and what no
   operator accounts for: Python and framework overhead), from :mod:`torch.profiler` over a few
   more steps: each operator's self time, by its name; everything inside the batch's collation
   counts as data/collate.
@@ -83,6 +83,7 @@ CATEGORIES: list[tuple[str, re.Pattern]] = [
     ("convolution", re.compile(r"conv|mkldnn_convolution")),
     ("dropout/RNG", re.compile(r"bernoulli|dropout|aten::rand|uniform_|normal_|randperm|random_")),
     ("normalisation", re.compile(r"layer_norm|batch_norm|group_norm|rms_norm")),
+    ("pooling", re.compile(r"pool")),  # attnlab::batch_norm_relu and max_pool2x2 match these two
     (
         "copy/index",
         re.compile(
