@@ -29,16 +29,8 @@ namespace {
 constexpr int64_t CHUNK = 256;  // rows per partial sum (in double)
 constexpr int64_t GROUP = 8;    // rows summed in float before they are added to it
 
-// g, or +0 where z <= 0 (whatever g, NaN included: threshold_backward's rule), as a select on
-// the bits, which the compiler vectorises where a branch would stop it.
-inline float relu_grad(float z, float g) {
-  uint32_t bits;
-  std::memcpy(&bits, &g, 4);
-  bits &= -uint32_t(!(z <= 0.f));
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
+// g, or +0 where z <= 0 (whatever g, NaN included: threshold_backward's rule).
+inline float relu_grad(float z, float g) { return z <= 0.f ? 0.f : g; }
 
 inline int64_t chunks(int64_t rows) { return (rows + CHUNK - 1) / CHUNK; }
 
@@ -146,6 +138,9 @@ void backward_impl(const T* dy, const T* x, T* dx, int64_t M, int64_t C, const f
         for (int64_t m = m0; m < std::min(stop, m0 + GROUP); ++m) {
           const T* __restrict__ xr = x + m * C;
           const T* __restrict__ gr = dy + m * C;
+          // omp simd: without it GCC leaves this loop scalar for float32 (its report: "no
+          // vectype" for a float load) and the float32 backward runs 2.6x slower
+#pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
             float xv = load(xr, c), centred = xv - mu[c];
             float dz = relu_grad(centred * a[c] + bias[c], load(gr, c));
