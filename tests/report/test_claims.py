@@ -239,3 +239,15 @@ def test_the_bar_plots_accuracy_axis_starts_at_a_multiple_of_ten(lowest, left):
     ax = _bar_plot(next(iter(CLAIMS.values())), rows).axes[0]
     assert ax.get_xlim() == (left, 100.0)
     assert left in ax.get_xticks()
+
+
+@pytest.mark.parametrize(("highest", "right"), [(0.0597, 10.0), (0.1, 20.0), (0.95, 100.0)])
+def test_the_bar_plots_error_rate_axis_runs_from_zero_past_the_bars(highest, right):
+    """A phone error rate of 6% on an axis to 100 was a sliver: the axis ends at the first
+    multiple of 10 past the highest bar and its spread."""
+    from attnlab.lab.report.claim import _bar_plot
+
+    rows = [{"variant": "greedy", "dev": highest, "dev_sd": 0.0004, "metric": "per"},
+            {"variant": "beam", "dev": 0.01, "dev_sd": None, "metric": "per"}]  # fmt: skip
+    ax = _bar_plot(next(iter(CLAIMS.values())), rows).axes[0]
+    assert ax.get_xlim() == (0.0, right)

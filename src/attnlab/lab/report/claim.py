@@ -162,9 +162,14 @@ def computed_here() -> str:
             f"{code['attnlab']}, torch {torch.__version__}")  # fmt: skip
 
 
+#: the fractions where lower is better: their bar plots run from 0 (a 6% PER on an axis to
+#: 100 was a sliver)
+ERROR_RATES = ("wer", "per")
+
+
 def is_fraction(metric: str | None) -> bool:
     """A metric shown in percent (accuracy and its kin), not as it is (RMSE, loss)."""
-    return metric is None or "acc" in metric or metric in ("f1", "wer", "per")
+    return metric is None or "acc" in metric or metric in ("f1", *ERROR_RATES)
 
 
 def scores_of(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
@@ -252,7 +257,10 @@ def _bar_plot(claim: Claim, rows: list[dict[str, Any]]):
         y, [textwrap.fill(r["variant"], 40, break_on_hyphens=False) for r in done], fontsize=8
     )
     ax.invert_yaxis()
-    if scale == 100.0:
+    if scale == 100.0 and metric in ERROR_RATES:  # from 0 to the multiple of 10 past the bars
+        hi = max(100 * (r["dev"] + (r["dev_sd"] or 0)) for r in done)
+        ax.set_xlim(0, min(100.0, 10 * (math.floor(hi / 10) + 1)))
+    elif scale == 100.0:
         lo = min(100 * r["dev"] for r in done)  # the axis from a multiple of 10, ticked there
         ax.set_xlim(max(0.0, 10 * math.floor((lo - 5) / 10)), 100)
     unit = " (%)" if scale == 100.0 else ""
