@@ -283,11 +283,8 @@ def shard(jobs: Sequence[Job], spec: str | None) -> list[Job]:
     Raises:
         ValueError: a spec that is not ``I/N`` with ``1 <= I <= N``.
     """
-    first: dict[str, int] = {}
-    for i, job in enumerate(jobs):
-        first.setdefault(job.key, i)
-    unique = {job.key: job for job in jobs}.values()
-    ordered = sorted(unique, key=lambda j: (len(j.chain()), first[j.key]))  # init jobs first
+    unique = {job.key: job for job in jobs}.values()  # each once, where it first came
+    ordered = sorted(unique, key=lambda j: len(j.chain()))  # init jobs first (a stable sort)
     if spec is None:
         return ordered
     try:
