@@ -97,7 +97,7 @@ def test_under_a_shard_the_results_of_other_shards_are_no_strangers(tmp_path, mo
     given = tmp_path / "given.jsonl"
     write_results(given, [_result(j) for j in plan])
     ran = []
-    monkeypatch.setattr(execute, "run_one", lambda job, out: ran.append(job.key))
+    monkeypatch.setattr(execute, "run_one", lambda job, out, limit: ran.append(job.key))
     monkeypatch.setattr("attnlab.lab.report.render.render", lambda *a: "rendered")
     out = tmp_path / "out"
     args = ["report", "--budget", "smoke", "--claims", "scores", "--out", str(out)]

@@ -159,7 +159,7 @@ def test_run_jobs_returns_finished_results_in_order_and_runs_only_the_missing(
     got = report_run.run_jobs(jobs[::-1], smoke)
     assert [r.key for r in got] == [j.key for j in jobs[::-1]]
     ran = []
-    monkeypatch.setattr(execute, "run_one", lambda job, out: ran.append(job.key))
+    monkeypatch.setattr(execute, "run_one", lambda job, out, limit: ran.append(job.key))
     with pytest.raises(RunError, match="left no result"):  # the stub writes none
         report_run.run_jobs(jobs[:1], tmp_path)
     assert ran == [jobs[0].key]
@@ -169,11 +169,11 @@ def test_an_interrupted_report_resumes_where_it_stopped(tmp_path, monkeypatch, c
     ran = []
     real = execute.run_one
 
-    def stop_after_one(job: Job, out: Path) -> None:
+    def stop_after_one(job: Job, out: Path, limit: int | None) -> None:
         if ran:
             raise KeyboardInterrupt
         ran.append(job.key)
-        real(job, out)
+        real(job, out, limit)
 
     monkeypatch.setattr(execute, "run_one", stop_after_one)
     with pytest.raises(KeyboardInterrupt):
@@ -328,7 +328,7 @@ def test_a_report_continues_from_another_reports_results(smoke, tmp_path, monkey
     assert not (tmp_path / "checked").exists()
     ran = []
 
-    def run_one(job: Job, out: Path) -> None:
+    def run_one(job: Job, out: Path, limit: int | None) -> None:
         assert report_run.read_result(out, job) is None  # a result taken is not kept
         ran.append(job.key)
 

@@ -155,7 +155,7 @@ def test_a_shard_leaves_the_timing_to_a_run_without_shard(tmp_path, monkeypatch,
     from attnlab.lab.report import execute
     from attnlab.lab.report import run as report_run
 
-    monkeypatch.setattr(execute, "run_one", lambda job, out: None)
+    monkeypatch.setattr(execute, "run_one", lambda job, out, limit: None)
     monkeypatch.setattr("attnlab.lab.report.render.render", lambda *a: "rendered")
     monkeypatch.setattr(report_run, "time_claims", lambda *a, **k: pytest.fail("timed"))
     assert report_run.report_command(budget="smoke", claims=["14", "4"], out=tmp_path,

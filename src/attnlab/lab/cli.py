@@ -204,7 +204,8 @@ def _report(args: argparse.Namespace) -> int:
 
     return report_command(budget=args.budget, claims=args.claims, out=args.out, jobs=args.jobs,
                           shard_spec=args.shard, executor=args.executor, collect=args.collect,
-                          check=args.check, from_results=args.from_results)  # fmt: skip
+                          check=args.check, from_results=args.from_results,
+                          max_memory=args.max_memory)  # fmt: skip
 
 
 def _show(args: argparse.Namespace, rest: list[str]) -> int:
@@ -368,6 +369,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--from-results", metavar="FILE",
                     help="count the jobs whose results FILE holds (a report's results.jsonl, "
                     "e.g. docs/report/full/results.jsonl) as finished, and run the rest")  # fmt: skip
+    rp.add_argument("--max-memory", type=float, metavar="GIB",
+                    help="the memory each running job may hold: over it, the job saves and "
+                    "stops (default: 3/4 of this machine's, divided among --jobs; 0: no "
+                    "limit)")  # fmt: skip
     rp.set_defaults(func=_report)
 
     da = add(sub, "data", help="datasets: list, fetch, make")

@@ -23,13 +23,17 @@ import torch
 
 from attnlab.lab.train.atomic import atomic_write_text
 from attnlab.lab.train.host_memory import jemalloc_env, release_freed_memory
+from attnlab.lab.train.memory_guard import MemoryGuard, total_memory_bytes
 
 from .jobs import Job, job_dir, read_result, write_result
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["run_local", "run_one", "run_ray", "waves"]
+__all__ = ["MEMORY_SHARE", "memory_share", "run_local", "run_one", "run_ray", "waves"]
+
+#: the part of the machine's memory that the report's running jobs may hold between them
+MEMORY_SHARE = 0.75
 
 
 def waves(todo: Sequence[Job]) -> list[list[Job]]:
@@ -43,16 +47,24 @@ def _threads(processes: int) -> int:
     return max(1, (os.cpu_count() or 1) // processes)
 
 
+def memory_share(processes: int) -> int | None:
+    """Each of ``processes`` jobs' default memory limit, in bytes: :data:`MEMORY_SHARE` of the
+    machine's memory, divided among them (None where the system does not say)."""
+    total = total_memory_bytes()
+    return int(total * MEMORY_SHARE / processes) if total else None
+
+
 def _progress(total: int):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="report", unit="job", dynamic_ncols=True)
 
 
-def run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
+def run_local(todo: Sequence[Job], out: Path, processes: int,
+              max_memory: int | None = None) -> None:  # fmt: skip
     """Run ``todo``: one after another in this process, or in ``processes`` worker processes
-    a wave at a time (:func:`waves`). (What a claim times is timed afterwards, alone:
-    :mod:`.timing`.)"""
+    a wave at a time (:func:`waves`), each job's process held to ``max_memory`` bytes
+    (:func:`run_one`). (What a claim times is timed afterwards, alone: :mod:`.timing`.)"""
     if not todo:
         return
     with _progress(len(todo)) as bar:
@@ -60,7 +72,7 @@ def run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
             for job in todo:
                 bar.set_postfix_str(job.label)
                 try:
-                    run_one(job, out)
+                    run_one(job, out, max_memory)
                 finally:
                     release_freed_memory()  # the next job starts from what it needs
                 bar.update()
@@ -71,11 +83,11 @@ def run_local(todo: Sequence[Job], out: Path, processes: int) -> None:
         with _sigterm_as_ctrl_c(), environment(jemalloc_env()), pool:
             for wave in waves(todo):
                 bar.set_postfix_str(f"{processes} at a time")
-                _in_workers(pool, wave, out, processes, bar)
+                _in_workers(pool, wave, out, processes, bar, max_memory)
 
 
 def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, processes: int,
-                bar: tqdm) -> None:  # fmt: skip
+                bar: tqdm, max_memory: int | None) -> None:  # fmt: skip
     """Run ``jobs`` in ``pool``, ``processes`` at a time, none queued ahead in the pool (where
     it would start even after an error). If a job fails or this process is interrupted (Ctrl-C,
     a SIGINT sent to it alone, or a SIGTERM), no other job starts: every worker gets a SIGINT,
@@ -88,7 +100,7 @@ def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, proce
     try:
         while queue or running:
             while queue and len(running) < processes:
-                running.add(pool.submit(_in_worker, queue.pop(), out))
+                running.add(pool.submit(_in_worker, queue.pop(), out, max_memory))
             done, running = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 future.result()
@@ -148,7 +160,7 @@ def _init_worker(threads: int) -> None:
     catch_signals_between_runs()
 
 
-def _in_worker(job: Job, out: Path) -> None:
+def _in_worker(job: Job, out: Path, max_memory: int | None) -> None:
     """:func:`run_one` in a worker, unless the report has asked it to stop."""
     from attnlab.lab.train import RunError
     from attnlab.lab.train.interrupt import pending_signal
@@ -156,12 +168,12 @@ def _in_worker(job: Job, out: Path) -> None:
     if pending_signal() is not None:
         raise RunError(f"job {job.label or job.key} not started: {pending_signal()}")
     try:
-        run_one(job, out)
+        run_one(job, out, max_memory)
     finally:
         release_freed_memory()  # a worker runs job after job: the next starts from what it needs
 
 
-def run_ray(todo: Sequence[Job], out: Path) -> None:
+def run_ray(todo: Sequence[Job], out: Path, max_memory: int | None = None) -> None:
     try:
         import ray
     except ImportError:
@@ -175,15 +187,19 @@ def run_ray(todo: Sequence[Job], out: Path) -> None:
     remote = ray.remote(num_cpus=1)(run_one)
     with _progress(len(todo)) as bar:
         for wave in waves(todo):
-            pending = [remote.remote(job, out) for job in wave]
+            pending = [remote.remote(job, out, max_memory) for job in wave]
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
                 ray.get(ready)
                 bar.update()
 
 
-def run_one(job: Job, out: Path) -> None:
+def run_one(job: Job, out: Path, max_memory: int | None = None) -> None:
     """Train ``job`` into its directory (resuming an interrupted run) and record its result.
+
+    While it trains, its process may hold at most ``max_memory`` bytes (None: no limit): over
+    that, the run saves ``last.pt`` and stops, and this raises an error that says so
+    (:class:`~attnlab.lab.train.memory_guard.MemoryGuard`).
 
     Its wall time is the time spent on it, the sum of its segments: a stopped job's time is
     kept in ``KEY.wall`` beside its directory and counted when it resumes from its ``last.pt``
@@ -218,12 +234,17 @@ def run_one(job: Job, out: Path) -> None:
         if "--resume" not in argv:  # a fresh run: what earlier segments did is gone
             wall = 0.0
         start = time.perf_counter()
+        guard = MemoryGuard(max_memory) if max_memory else None
         try:
-            with open(log, "a") as stream, _output_to(stream):
+            with open(log, "a") as stream, _output_to(stream), guard or contextlib.nullcontext():
                 code = main(argv)
         finally:  # a stopped job's time counts when it resumes
             wall += time.perf_counter() - start
             atomic_write_text(segments, f"{wall:.3f}\n")
+        if guard is not None and guard.tripped is not None:
+            raise RunError(f"job {job.label or job.key} stopped: {guard.message()} "
+                           "(--max-memory); it saved last.pt, so running the report again "
+                           f"resumes it (with more --max-memory GIB if it needs it); see {log}")  # fmt: skip
         if code != 0:
             raise RunError(
                 f"job {job.label or job.key} failed (exit {code}): {job.command()}; see {log}"

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.lab.train.atomic import atomic_write_text
+from attnlab.lab.train.memory_guard import GIB
 
 from .budgets import BUDGETS
 from .check import check_jobs
 from .claim import Claim, claims_plan
 from .claims import select
-from .execute import run_local, run_ray
+from .execute import memory_share, run_local, run_ray
 from .jobs import (
     Job,
     JobResult,
@@ -53,12 +54,15 @@ def report_command(
     collect: str | Path | None = None,
     check: bool = False,
     from_results: str | Path | None = None,
+    max_memory: float | None = None,
 ) -> int:
     """Run what is missing of the report in ``out`` and render it (module docstring); return
     the exit status. Errors of the user's making raise ``ValueError`` with one line. ``check``:
     set up each job that has not finished instead (:func:`~.check.check_jobs`), writing nothing in
     ``out``. ``from_results``: a ``results.jsonl`` whose jobs count as finished
-    (:func:`~.jobs.import_results`), to continue a report whose runs are elsewhere or gone."""
+    (:func:`~.jobs.import_results`), to continue a report whose runs are elsewhere or gone.
+    ``max_memory``: the GiB each running job's process may hold (0: no limit; None: a share
+    of this machine's, :func:`~.execute.memory_share`; on Ray, no limit unless given)."""
     from .render import render
 
     if collect is not None and from_results is not None:
@@ -77,6 +81,10 @@ def report_command(
     if not 1 <= jobs <= cores:  # more processes than cores would oversubscribe them
         raise ValueError(f"--jobs: expected 1 to {cores} processes (this machine's cores, "
                          f"divided among them), got {jobs}")  # fmt: skip
+    if max_memory is not None and not max_memory >= 0:
+        raise ValueError(f"--max-memory: expected GiB >= 0 (0: no limit), got {max_memory:g}")
+    limit = (memory_share(jobs) if max_memory is None and executor == "local"
+             else int((max_memory or 0) * GIB) or None)  # fmt: skip
     chosen = select(claims)
     out = Path(out)
     plan = claims_plan(chosen, BUDGETS[budget])
@@ -100,9 +108,9 @@ def report_command(
           f"{len(mine) - len(todo)} of this {'shard' if shard_spec else 'report'}'s {len(mine)} "
           f"already done, {len(todo)} to run")  # fmt: skip
     if executor == "ray":
-        run_ray(todo, out)
+        run_ray(todo, out, limit)
     else:
-        run_local(todo, out, jobs)
+        run_local(todo, out, jobs, limit)
     if shard_spec is None:  # the speeds a claim compares, side by side, here (.timing)
         time_claims(out, chosen, BUDGETS[budget])
     elif any(timed_jobs(claim, BUDGETS[budget]) for claim in chosen):
@@ -127,7 +135,7 @@ def run_jobs(jobs: Sequence[Job], out: str | Path, *, processes: int = 1) -> lis
     out = Path(out)
     todo = [j for j in with_inits(jobs) if read_result(out, j) is None]
     todo = _with_lost_inits(out, todo, lost_inits(out, todo))  # e.g. continued --from-results
-    run_local(todo, out, processes)
+    run_local(todo, out, processes, memory_share(processes))
     results = [read_result(out, j) for j in jobs]
     for job, result in zip(jobs, results):
         if result is None:
