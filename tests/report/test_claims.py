@@ -108,6 +108,32 @@ def test_claim_10_reads_its_sizes_from_the_labels():
     assert c.analyse(behind).verdict is N  # still 7 points behind at the largest size
 
 
+def test_claim_10_says_when_its_largest_point_trained_to_the_epoch_cap():
+    c = claim(10)
+    results = _sizes([0.80] * 3, [0.60] * 3, [0.97] * 3, [0.975] * 3)
+    assert not any("epoch cap" in n for n in c.analyse(results).notes)  # no cap given
+    capped = ("--train.epochs=30", "--train.patience=5")
+    for label in ("CNN, 1,100 images", "self-attention (patches), 1,100 images"):
+        for r, (epochs, best) in zip(results[label], ((30, 260), (30, 300), (16, 100))):
+            r.options, r.metrics["epochs"] = list(capped), epochs
+            r.metrics["best_step"], r.metrics["steps"] = best, 10 * epochs
+    assert ("at 1,100 images, 4 of the 6 runs trained to the epoch cap (30) before early "
+            "stopping ended them (best dev at epochs 26, 30, 26, 30): that point is not shown to "
+            "have converged, and more epochs might move it") in c.analyse(results).notes  # fmt: skip
+
+
+def test_claim_11_shows_each_seeds_score_and_which_were_still_improving():
+    c = CLAIMS["self-attention recalls what an RNN forgets"]
+    (a, _), (b, _) = c.variants()
+    sa = runs("sa", [0.364, 0.742, 0.51], "recall", steps=100)
+    for r, best in zip(sa, (100, 80, 100)):
+        r.metrics["best_step"] = best
+    notes = c.analyse({a: sa, b: runs("rnn", [0.36, 0.35, 0.34], "recall")}).notes
+    assert (f"{a}, dev by seed (0, 1, 2): 36.4, 74.2, 51.0%; best at the last step of the run "
+            "(still improving when it ended): seeds 0, 2") in notes  # fmt: skip
+    assert f"{b}, dev by seed (0, 1, 2): 36.0, 35.0, 34.0%" in notes
+
+
 @pytest.mark.parametrize(
     ("sa", "rnn", "expected"),
     [([0.95, 0.96, 0.95], [0.40, 0.41, 0.40], H),  # learnt by SA, forgotten by the RNN

@@ -71,6 +71,16 @@ def test_claim_7_chooses_on_dev_and_tests_2l_within_the_chosen_relative_encoding
     assert dropped.verdict is Verdict.NOT_HELD
 
 
+def test_claim_7_says_which_encodings_never_learnt_the_task_at_l():
+    learnt = {"L": 0.9, "2L": 0.9, "4L": 0.9}
+    section = _analyse({"none": (0.1, CHANCE), "sinusoidal": (0.15, {**CHANCE, "L": 0.15}),
+                        "learned": (0.9, learnt), "rotary": (0.99, learnt)})  # fmt: skip
+    assert "not learnt at L (test within 10 points of none's): sinusoidal" in section.notes
+    section = _analyse({"none": (0.1, CHANCE), "learned": (0.1, CHANCE), "rotary": (0.9, learnt)})
+    assert ("not learnt at L (test within 10 points of none's): learned; so the claim's 'where "
+            "learned absolute positions cannot' is not tested at this budget") in section.notes  # fmt: skip
+
+
 def test_claim_7_is_pending_until_an_encoding_has_results():
     section = _analyse({"none": (0.1, CHANCE)})
     assert [v for _, v, _ in section.comparisons] == [Verdict.PENDING, Verdict.PENDING]

@@ -22,6 +22,8 @@ __all__ = [
     "Claim",
     "Section",
     "claims_plan",
+    "by_seed",
+    "capped",
     "compare",
     "computed_here",
     "scores_of",
@@ -189,6 +191,38 @@ def scores_of(rs: Sequence[JobResult], split: str = "dev") -> list[float]:
     return [float(r.metrics["test"][metric(r)]) for r in rs]
 
 
+def by_seed(label: str, rs: Sequence[JobResult]) -> str:
+    """A note of ``label``'s dev score per seed, and which seeds were best at their very last
+    step (still improving when the budget ended): a mean can hide a seed that did not learn."""
+    runs = sorted(rs, key=lambda r: r.seed)
+    pct = is_fraction(runs[0].metrics.get("metric_name")) if runs else True
+    scores = ", ".join(f"{100 * r.dev:.1f}" if pct else f"{r.dev:.3f}" for r in runs)
+    seeds = ", ".join(str(r.seed) for r in runs)
+    note = f"{label}, dev by seed ({seeds}): {scores}{'%' if pct else ''}"
+    last = [
+        r
+        for r in runs
+        if r.metrics.get("steps") and r.metrics.get("best_step") == r.metrics["steps"]
+    ]
+    if last:
+        seeds = ", ".join(str(r.seed) for r in last)
+        note += (f"; best at the last step of the run (still improving when it ended): seed"
+                 f"{'s' if len(last) > 1 else ''} {seeds}")  # fmt: skip
+    return note
+
+
+def capped(rs: Sequence[JobResult]) -> list[JobResult]:
+    """The runs that trained to their ``--train.epochs`` cap without early stopping (given
+    ``--train.patience``) ending them: not shown to have converged."""
+
+    def cap(r: JobResult) -> int | None:
+        given = [o.split("=", 1)[1] for o in r.options if o.startswith("--train.epochs=")]
+        return int(given[-1]) if given else None
+
+    return [r for r in rs if any(o.startswith("--train.patience=") for o in r.options)
+            and cap(r) is not None and int(r.metrics.get("epochs", 0)) >= cap(r)]  # fmt: skip
+
+
 def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:
     dev = scores_of(rs)
     metric = rs[0].metrics.get("metric_name", "accuracy") if rs else None
@@ -204,7 +238,8 @@ def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:
         "dev_sd": float(np.std(dev, ddof=1)) if len(dev) > 1 else None,
         "test": float(np.nanmean(test)) if test else None,
         "parameters": int(rs[0].metrics.get("parameters", 0)) if rs else None,
-        "wall_s": float(np.mean([r.wall_s for r in rs])) if rs else None,
+        "wall_s": float(np.mean([r.seconds for r in rs])) if rs else None,
+        "unit": rs[0].metrics.get("unit") if rs else None,
     }
 
 

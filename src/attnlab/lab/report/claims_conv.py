@@ -71,8 +71,9 @@ class ConvIsAttention(Claim):
             with torch.no_grad():
                 error = float((conv(x) - attention(x)).abs().max())
             worst = max(worst, error)
+            heads = kernel[0] * kernel[1]  # one per offset of the kernel
             notes.append(f"Conv2d({c}, {o}, kernel {kernel}, padding {padding}) on 2 x {c} x 7 x 6: "
-                         f"{kernel[0] * kernel[1]} heads, max |difference| {error:.1e}")  # fmt: skip
+                         f"{heads} head{'s' * (heads != 1)}, max |difference| {error:.1e}")  # fmt: skip
         verdict = Verdict.HELD if worst < self.TOLERANCE else Verdict.NOT_HELD
         parts = [(f"largest |conv - attention| {worst:.1e} < {self.TOLERANCE:g}", verdict, None)]
         seen = [r for r in results.get(self.SEEN, []) if r.metrics.get("receptive_fields")]

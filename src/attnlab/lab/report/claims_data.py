@@ -4,8 +4,10 @@ digits in the smoke and quick ones)."""
 
 from __future__ import annotations
 
+import math
+
 from .budgets import Budget
-from .claim import Claim, compare, new_figure, scores_of, small_axes
+from .claim import Claim, capped, compare, new_figure, scores_of, small_axes
 from .jobs import Job, JobResult
 from .stats import Better
 
@@ -61,9 +63,23 @@ class DataEfficiency(Claim):
                           at(sa, sizes[0])),
                  compare(f"dev(SA) - dev(CNN) at {sizes[-1]:,}", Better(-0.01), at(sa, sizes[-1]),
                           at(cnn, sizes[-1]))]  # fmt: skip
-        section = self._section(results, parts)
+        largest = [r for model in (cnn, sa) for r in at(model, sizes[-1])]
+        notes = []
+        if stopped := capped(largest):
+            best = ", ".join(f"{_best_epoch(r)}" for r in stopped)
+            notes.append(f"at {sizes[-1]:,} images, {len(stopped)} of the {len(largest)} runs "
+                         f"trained to the epoch cap ({stopped[0].metrics['epochs']}) before "
+                         f"early stopping ended them (best dev at epochs {best}): that point is "
+                         "not shown to have converged, and more epochs might move it")  # fmt: skip
+        section = self._section(results, parts, notes=notes)
         section.plot = _curve_plot(self, results) or section.plot
         return section
+
+
+def _best_epoch(r: JobResult) -> int:
+    """The epoch of a run's best dev evaluation (its steps spread evenly over its epochs)."""
+    m = r.metrics
+    return max(1, math.ceil(m["best_step"] * int(m["epochs"]) / max(1, m["steps"])))
 
 
 def _size(label: str) -> int:

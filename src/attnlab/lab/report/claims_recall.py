@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .claim import Claim, compare, new_figure, scores_of, small_axes
+from .claim import Claim, by_seed, compare, new_figure, scores_of, small_axes
 from .jobs import JobResult
 from .stats import Better, Verdict
 
@@ -62,6 +62,7 @@ class ForgettingRNN(Claim):
             verdict = Verdict.INCONCLUSIVE
             notes.append(f"not learnt at this budget: the better model's dev accuracy is "
                          f"{100 * best:.1f}% (< {100 * self.LEARNT:.0f}%)")  # fmt: skip
+        notes += [by_seed(label, rs) for label, rs in results.items() if rs]
         steps = {label: _steps(rs) for label, rs in results.items()}
         for label, measured in steps.items():
             if measured:

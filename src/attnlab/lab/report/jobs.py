@@ -128,6 +128,13 @@ class JobResult:
         """The run's best dev score (the task's metric)."""
         return float(self.metrics["best_score"])
 
+    @property
+    def seconds(self) -> float:
+        """The time spent on the job: the report's clock over its segments, or the trainer's
+        own where that is longer (a segment killed outright, without Python's ``finally``, is
+        missing from the report's; the trainer's is kept in each checkpoint)."""
+        return max(self.wall_s, float(self.metrics.get("train_time_s") or 0.0))
+
 
 def _without(tree: dict[str, Any], names: frozenset[str], prefix: str = "") -> dict[str, Any]:
     """``tree`` without the entries whose dotted names are in ``names``."""

@@ -1,5 +1,6 @@
-"""The report's pages: ``report.md``, ``report.html`` (one self-contained file, plots inline) and
-``results.jsonl`` (every finished job of the report), from the jobs' results in ``OUT/jobs``.
+"""The report's pages: ``report.md`` (its plots in ``plots/``), ``report.html`` (one
+self-contained file, plots inline) and ``results.jsonl`` (every finished job of the report),
+from the jobs' results in ``OUT/jobs``.
 
 Claim by claim: the claim in one sentence, the setup, the rule (written before any result),
 a table per variant, a plot, each comparison the rule made, the verdict, provenance (commits,
@@ -16,14 +17,17 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnlab.lab.train.atomic import atomic_write_text
+from attnlab.lab.train.atomic import atomic_write, atomic_write_text
 
 from .budgets import Budget
 from .claim import Claim, Section, claims_plan, computed_here, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
 
-__all__ = ["render", "sections"]
+__all__ = ["PLOTS", "render", "sections"]
+
+#: the folder of ``report.md``'s plots, beside it
+PLOTS = "plots"
 
 
 def sections(
@@ -60,6 +64,12 @@ def sections(
                                  "finished: its verdict waits for the rest; the comparisons "
                                  "above are provisional")  # fmt: skip
             section.verdict = Verdict.PENDING
+            section.comparisons = [(f"provisional: {name}", v, c)
+                                   for name, v, c in section.comparisons]  # fmt: skip
+        for row in section.rows:  # "2 of 3" where a variant's seeds are not all in
+            if 0 < row["seeds"] < planned.get(row["variant"], 0):
+                row["seeds"] = f"{row['seeds']} of {planned[row['variant']]}"
+        _note_mixed_threads(section, [r for rs in results.values() for r in rs])
         section.jobs = read
         section.commands = [
             f"attnlab report --budget {budget.name} --claims {claim.number} --out {out}",
@@ -70,13 +80,36 @@ def sections(
     return done, list(found.values())
 
 
+def _note_mixed_threads(section: Section, results: Sequence[JobResult]) -> None:
+    """Say so under a table whose runs trained on different numbers of threads: its units/s
+    are then no speed comparison."""
+    threads = sorted({r.provenance.get("threads") for r in results} - {None})
+    if len(threads) > 1:
+        section.notes.append(
+            f"the table's {_speed_header(section)} is each run's own training throughput as it "
+            f"ran, on {' or '.join(map(str, threads))} threads, some beside another job: not a "
+            "comparison of speeds (the claims that compare speeds, 8, 11 and 14, time them side "
+            "by side)"
+        )
+
+
+def _speed_header(section: Section) -> str:
+    units = {r["unit"] for r in section.rows if r.get("unit")}
+    return f"{units.pop()}/s" if len(units) == 1 else "units/s"
+
+
 def render(out: Path, budget: Budget, claims: Sequence[Claim]) -> str:
-    """Write the three files into ``out``; return a one-line summary."""
+    """Write the three files into ``out`` (and the plots of ``report.md`` into ``out/plots``);
+    return a one-line summary."""
     done, results = sections(out, budget, claims)
     progress = _progress(len(results), len(claims_plan(claims, budget)), budget, out)
+    plots = {s.number: _png_bytes(s.plot) for s in done if s.plot is not None}
+    (out / PLOTS).mkdir(parents=True, exist_ok=True)
+    for number, png in plots.items():
+        atomic_write(out / PLOTS / f"claim-{number}.png", lambda f, png=png: f.write(png))
     write_results(out / "results.jsonl", results)
-    atomic_write_text(out / "report.md", _markdown(done, results, budget, progress))
-    atomic_write_text(out / "report.html", _html(done, results, budget, progress))
+    atomic_write_text(out / "report.md", _markdown(done, results, budget, progress, plots))
+    atomic_write_text(out / "report.html", _html(done, results, budget, progress, plots))
     counts = {v: sum(s.verdict is v for s in done) for v in Verdict}
     summary = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n)
     return f"{out / 'report.html'}: {len(done)} claims ({summary}); {len(results)} jobs finished"
@@ -97,10 +130,17 @@ def _fmt(value, percent: bool = True) -> str:
     return (
         f"{100 * value:.2f}"
         if percent
-        else f"{value:,.4g}"
+        else f"{value:,.3f}"
         if isinstance(value, float)
         else f"{value:,}"
     )
+
+
+def _sd(value: float, percent: bool) -> str:
+    """A standard deviation in the table's units, to two decimals or, below 0.01, one
+    significant digit (never a 0.00 that is not zero)."""
+    value = 100 * value if percent else value
+    return f"{value:.2f}" if value == 0 or abs(value) >= 0.01 else f"{value:.1g}"
 
 
 def _table(s: Section) -> tuple[list[str], list[list[str]]]:
@@ -109,14 +149,10 @@ def _table(s: Section) -> tuple[list[str], list[list[str]]]:
     pct = is_fraction(metric)
     unit = " (%)" if pct else ""
     header = ["variant", "seeds", f"dev {metric}{unit}", "sd", f"test {metric}{unit}",
-              "parameters", "units/s", "s / run"]  # fmt: skip
+              "parameters", _speed_header(s), "s / run"]  # fmt: skip
     rows = []
     for r in s.rows:
-        sd = (
-            ""
-            if r["dev_sd"] is None
-            else (f"{100 * r['dev_sd']:.2f}" if pct else f"{r['dev_sd']:.4g}")
-        )
+        sd = "" if r["dev_sd"] is None else _sd(r["dev_sd"], pct)
         speed = (
             ""
             if r["units_per_s"] is None or r["units_per_s"] != r["units_per_s"]
@@ -138,19 +174,27 @@ def _provenance(results: Sequence[JobResult], trains: bool = False) -> list[str]
     commits = sorted({f"{r.provenance.get('commit', '?')[:10]}{' (dirty)' if r.provenance.get('dirty') else ''}"
                       for r in results})  # fmt: skip
     cpus = sorted({f"{r.provenance.get('cpu')} [{' '.join(r.provenance.get('isa', []))}], "
-                   f"{r.provenance.get('threads')} threads" for r in results})  # fmt: skip
+                   f"{_count(r.provenance.get('threads'), 'thread')}" for r in results})  # fmt: skip
     versions = sorted({f"attnlab {r.provenance.get('attnlab')}, torch {r.provenance.get('torch')}"
                        for r in results})  # fmt: skip
     seeds = sorted({r.seed for r in results})
-    wall = sum(r.wall_s for r in results)
+    wall = sum(r.seconds for r in results)
     return [f"commit: {', '.join(commits)}", f"versions: {'; '.join(versions)}",
             f"machine: {'; '.join(cpus)}", f"seeds: {', '.join(map(str, seeds))}",
-            f"wall time: {wall / 60:.1f} min over {len(results)} jobs "
-            f"({', '.join(f'{r.label} s{r.seed} {r.wall_s:.0f} s' for r in results)})"]  # fmt: skip
+            f"wall time: {wall / 60:.1f} min over {_count(len(results), 'job')} "
+            f"({', '.join(f'{r.label} s{r.seed} {r.seconds:.0f} s' for r in results)})"]  # fmt: skip
+
+
+def _count(n: object, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _markdown(
-    done: Sequence[Section], results: Sequence[JobResult], budget: Budget, progress: str = ""
+    done: Sequence[Section],
+    results: Sequence[JobResult],
+    budget: Budget,
+    progress: str = "",
+    plots: dict[int, bytes] | None = None,
 ) -> str:
     lines = ["# The lecture, verified", "", f"Budget **{budget.name}**: {budget.note}.", ""]
     if progress:
@@ -169,6 +213,8 @@ def _markdown(
         if rows:
             lines += ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
             lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+        if plots and s.number in plots:
+            lines += ["", f"![claim {s.number}: the plot]({PLOTS}/claim-{s.number}.png)"]
         lines += ["", "**Comparisons.**", ""]
         lines += [f"- {name}: {v.value}" + (f" ({c})" if c else "") for name, v, c in s.comparisons]
         lines += [f"- {n}" for n in s.notes]
@@ -200,17 +246,25 @@ def _verdict(v: Verdict) -> str:
     return f'<span class="v {v.value.replace(" ", "-")}">{html.escape(v.value)}</span>'
 
 
-def _png(fig) -> str:
-    if fig is None:
-        return ""
+def _png_bytes(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return buffer.getvalue()
+
+
+def _img(png: bytes | None) -> str:
+    if png is None:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
     return f'<img alt="plot" src="data:image/png;base64,{data}">'
 
 
 def _html(
-    done: Sequence[Section], results: Sequence[JobResult], budget: Budget, progress: str = ""
+    done: Sequence[Section],
+    results: Sequence[JobResult],
+    budget: Budget,
+    progress: str = "",
+    plots: dict[int, bytes] | None = None,
 ) -> str:
     e = html.escape
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>attnlab report "
@@ -237,7 +291,7 @@ def _html(
                 "<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in rows
             ]
             parts.append("</table>")
-        parts.append(_png(s.plot))
+        parts.append(_img((plots or {}).get(s.number)))
         parts.append("<p><b>Comparisons.</b></p><ul>")
         parts += [f"<li>{e(name)}: {_verdict(v)}{' ' + e(str(c)) if c else ''}</li>"
                   for name, v, c in s.comparisons]  # fmt: skip
