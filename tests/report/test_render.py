@@ -68,7 +68,8 @@ def test_a_jobs_time_is_the_trainers_where_the_reports_clock_lost_a_segment(tmp_
     row = next(r for r in section.rows if r["variant"] == dot)
     assert row["wall_s"] == (700 + 60 + 60) / 3
     lines = render._provenance(results)
-    assert "wall time: 15.7 min over 5 jobs" in lines[-1] and f"{dot} s0 700 s" in lines[-1]
+    assert "wall time: 15.7 min over 5 jobs" in lines
+    assert f"{dot} s0: 700 s, abc, 2 threads" in lines[-1]
     assert "machine: a CPU [], 1 thread; a CPU [], 2 threads" in lines
 
 

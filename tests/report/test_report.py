@@ -243,7 +243,7 @@ def test_shards_and_collect_make_the_whole_report(tmp_path, capsys):
     assert _report(whole, "--claims", "scores") == 0
     assert _scores(shared) == _scores(whole) and len(_scores(whole)) == 2
     # paths and timings (units/s, s / run, wall time) differ; the rest is the same page
-    strip = re.compile(r"--out \S+|\| [\d,]* \| \d* \|$|wall time:.*|commit:.*", re.M)
+    strip = re.compile(r"--out \S+|\| [\d,]* \| \d* \|$|wall time:.*|jobs:.*|commit:.*", re.M)
     assert strip.sub("", (shared / "report.md").read_text()) == strip.sub(
         "", (whole / "report.md").read_text()
     )

@@ -125,4 +125,6 @@ def test_claim_15_compares_beam_and_greedy_on_the_same_checkpoints(beam_per, ver
         f"beam {BEAM}",
         f"{100 * beam_per + 0.1:.2f}",
     ]
+    assert head[3] == "dev length acc. (%)"  # beside the length rule's baseline, no model's
+    assert rows[2] == ["one phone per letter", "n/a", "n/a", "30.00", "n/a", "n/a", "30.00"]
     assert OutputLength().analyse({OutputLength.GREEDY: []}).verdict is Verdict.PENDING

@@ -41,7 +41,8 @@ class LongRange(Claim):
     number, name = 3, "self-attention uses the whole sentence"
     claim = ("Self-attention reads the whole sentence: it tags an ambiguous word by a word far "
              "from it, where a window of 3 sees the same input in both readings and is at "
-             "chance by construction.")  # fmt: skip
+             "chance by construction (it tags the word alike in both sentences of a pair, so "
+             "one of the two is right, and the pair never is).")  # fmt: skip
     setup = (f"pos (Brown, universal tags), tested on {len(pairs())} long-range minimal pairs "
              "written for this report (listed below): two sentences that differ in one word "
              f"only, {MIN_DISTANCE} or more tokens from an ambiguous word whose tag differs "

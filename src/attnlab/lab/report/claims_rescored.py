@@ -153,5 +153,11 @@ class OutputLength(Claim):
         rows = [[decoding, *(f"{100 * np.mean([metrics(r, decoding, s)[m] for r in greedy]):.2f}"
                              if greedy else "pending" for s, m in columns)]
                 for decoding in ("greedy", f"beam {BEAM}")]  # fmt: skip
+        letters = [  # the length rule's baseline: one phone per letter, no model
+            f"{100 * np.mean([metrics(r, 'greedy', s)['letters_length_accuracy'] for r in greedy]):.2f}"
+            if m == "length_accuracy" and greedy else "n/a" if greedy else "pending"
+            for s, m in columns
+        ]  # fmt: skip
+        rows.append(["one phone per letter", *letters])
         head = ["decoding", *(f"{split} {names[m]} (%)" for split, m in columns)]
         return "greedy and beam search on the same checkpoints (mean over seeds)", head, rows

@@ -33,8 +33,9 @@ class WindowGivesContext(Claim):
 
 class WideWindowsOverfit(Claim):
     number, name = 2, "a wide window costs parameters and stops helping"
-    claim = ("A window wide enough to see the whole sentence needs a parameter per position and "
-             "overfits; self-attention's parameters do not grow with the length it sees.")  # fmt: skip
+    claim = ("A window wide enough to see the whole sentence needs weights for every position "
+             "in it, and overfits (here: past a width, more of it stops helping on dev); "
+             "self-attention's parameters do not grow with the length it sees.")  # fmt: skip
     setup = ("pos with FC windows k = 1, 3, 5, 9, 15 against the self-attention tagger: "
              "parameters and dev accuracy per k.")  # fmt: skip
     rule = ("FC parameters grow with k (counted); and the widest window, k=15, does not beat "

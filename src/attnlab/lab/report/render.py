@@ -176,13 +176,25 @@ def _provenance(results: Sequence[JobResult], trains: bool = False) -> list[str]
     cpus = sorted({f"{r.provenance.get('cpu')} [{' '.join(r.provenance.get('isa', []))}], "
                    f"{_count(r.provenance.get('threads'), 'thread')}" for r in results})  # fmt: skip
     versions = sorted({f"attnlab {r.provenance.get('attnlab')}, torch {r.provenance.get('torch')}"
+                       + (f", Python {r.provenance['python']}" if r.provenance.get("python") else "")
                        for r in results})  # fmt: skip
     seeds = sorted({r.seed for r in results})
     wall = sum(r.seconds for r in results)
     return [f"commit: {', '.join(commits)}", f"versions: {'; '.join(versions)}",
             f"machine: {'; '.join(cpus)}", f"seeds: {', '.join(map(str, seeds))}",
-            f"wall time: {wall / 60:.1f} min over {_count(len(results), 'job')} "
-            f"({', '.join(f'{r.label} s{r.seed} {r.seconds:.0f} s' for r in results)})"]  # fmt: skip
+            f"wall time: {wall / 60:.1f} min over {_count(len(results), 'job')}",
+            "jobs: " + "; ".join(_job_line(r) for r in results)]  # fmt: skip
+
+
+def _job_line(r: JobResult) -> str:
+    """A job's seed, time, commit and threads, for the provenance."""
+    commit = r.provenance.get("commit", "?")[:10] + (
+        " (dirty)" if r.provenance.get("dirty") else ""
+    )
+    threads = r.provenance.get("threads")
+    return f"{r.label} s{r.seed}: {r.seconds:.0f} s, {commit}" + (
+        f", {_count(threads, 'thread')}" if threads is not None else ""
+    )
 
 
 def _count(n: object, noun: str) -> str:
