@@ -51,10 +51,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(VENV)/bin/attnlab bench attention
 
-# The documentation site (mkdocs.yml): built into site/ offline, every warning an error (--strict);
+# The documentation site (mkdocs.yml): built into site/ offline, every warning an error (--strict;
+# not with --quiet, which silences the warnings before --strict counts them);
 # docs/hooks.py generates the CLI reference and the benchmarks page from the code.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict

@@ -31,7 +31,8 @@ class PairBias:
             score matrix, strictly increasing.
         values: ``(h, P)`` or ``(1, P)`` (the same for every head), float: the bias at each
             pair, differentiable.
-        queries, keys: the score matrix's shape ``(i, j)``.
+        queries: the score matrix's rows ``i``.
+        keys: the score matrix's columns ``j``.
 
     The same for every sequence of the batch. Added to a dense tensor (``bias + t``), it is
     its dense form plus ``t``.

@@ -308,7 +308,7 @@ def test_the_smoke_reports_fine_tuned_tagger_starts_from_its_pre_training(smoke)
     md = (smoke / "report.md").read_text()
     assert md.index(f"--out_dir=runs/{mlm[0].key}") < md.index(f"--model.init=runs/{mlm[0].key}")
     claim_3 = md[md.index("## 3.") : md.index("## 4.")]  # its provenance counts the pre-training
-    assert f"{mlm[0].label} s0 " in claim_3.split("**Provenance.**")[1]
+    assert f"{mlm[0].label} s0: " in claim_3.split("**Provenance.**")[1]
 
 
 def test_a_report_continues_from_another_reports_results(smoke, tmp_path, monkeypatch, capsys):

@@ -127,4 +127,7 @@ def test_claim_15_compares_beam_and_greedy_on_the_same_checkpoints(beam_per, ver
     ]
     assert head[3] == "dev length acc. (%)"  # beside the length rule's baseline, no model's
     assert rows[2] == ["one phone per letter", "n/a", "n/a", "30.00", "n/a", "n/a", "30.00"]
+    length, per = section.plot.axes  # the three lengths' shares, the two decodings' PER
+    assert [len(ax.patches) for ax in (length, per)] == [3, 2]
+    assert per.patches[1].get_height() == pytest.approx(100 * (beam_per + 0.001))  # seeds' mean
     assert OutputLength().analyse({OutputLength.GREEDY: []}).verdict is Verdict.PENDING

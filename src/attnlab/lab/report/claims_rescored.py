@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .claim import Claim, compare, scores_of
+from .claim import Claim, compare, new_figure, scores_of, small_axes
 from .rescore import BEAM
 from .stats import Better, Verdict
 
@@ -137,8 +137,37 @@ class OutputLength(Claim):
         elif greedy:
             notes.append("a run finished before the report decoded it with a beam: run it "
                          "again in a new --out")  # fmt: skip
-        return self._section(results, [length, beam], notes=notes,
-                             details=self._decodings(decoded))  # fmt: skip
+        section = self._section(results, [length, beam], notes=notes,
+                                details=self._decodings(decoded))  # fmt: skip
+        section.plot = self._plot(decoded) or section.plot
+        return section
+
+    def _plot(self, runs):
+        """Per seed, on dev: the share of words of the right length (decoded greedily, with the
+        beam, and one phone per letter) and the PER of the two decodings: a dot per seed."""
+        if not runs:
+            return None
+        fig = new_figure(6.4, 2.6)
+        length, per = fig.subplots(1, 2)
+        decodings = {"greedy": lambda r: r.metrics["best_dev"],
+                     f"beam {BEAM}": lambda r: r.metrics["dev_at"][f"beam {BEAM}"]}  # fmt: skip
+        bars = {**{name: [100 * get(r)["length_accuracy"] for r in runs]
+                   for name, get in decodings.items()},
+                "one phone\nper letter": [100 * r.metrics["best_dev"]["letters_length_accuracy"]
+                                          for r in runs]}  # fmt: skip
+        for ax, values, label in ((length, bars, "dev length accuracy (%)"),
+                                  (per, {n: [100 * g(r)["per"] for r in runs]
+                                         for n, g in decodings.items()}, "dev PER (%)")):  # fmt: skip
+            for x, ys in enumerate(values.values()):
+                ax.bar(x, np.mean(ys), color="#4c72b0" if x < 2 else "#b0b7c3", width=0.6)
+                ax.plot([x] * len(ys), ys, "o", color="black", markersize=3)
+            ax.set_xticks(range(len(values)), list(values), fontsize=8)
+            ax.set_ylabel(label)
+            small_axes(ax, self, legend=False)
+            ax.set_title("")
+        length.set_ylim(0, 100)
+        fig.suptitle(f"claim {self.number}: {self.name} (dots: seeds)", fontsize=9)
+        return fig
 
     def _decodings(self, greedy):
         """Dev and test PER, WER and length accuracy (%), greedy and beam, mean over seeds."""
