@@ -207,7 +207,7 @@ def _never_runs(*args) -> None:
 
 def _recording(ran: list):
     """A ``run_one`` that records the job and trains nothing (so it leaves no result)."""
-    return lambda job, out: ran.append(job)
+    return lambda job, out, limit=None: ran.append(job)
 
 
 def test_lra_accuracy_reads_its_jobs_back_and_the_chart_draws_this_commands(
