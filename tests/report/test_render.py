@@ -57,8 +57,7 @@ def test_a_table_whose_runs_had_different_threads_says_its_speeds_compare_nothin
     header, _ = render._table(section)
     assert "tok/s" in header
     assert any(n.startswith("the table's tok/s is each run's own training throughput as it ran, "
-                            "on 1 or 2 threads, some beside another job: not a comparison of "
-                            "speeds")
+                            "on 1 or 2 threads: not a comparison of speeds")
                for n in section.notes)  # fmt: skip
 
 

@@ -115,3 +115,32 @@ def test_a_signal_between_runs_is_kept_for_the_next_run():
             assert not stop.requested  # taken up once
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_stop_requested_without_a_signal_is_a_first_ctrl_c_and_never_escalates():
+    """The memory guard's request (another thread's, no signal): the run entered takes it, or
+    the next one; a real SIGINT after it, however late, is still a first Ctrl-C (recorded, the
+    process alive); a request no run took is withdrawn."""
+    from attnlab.lab.train.interrupt import (
+        StopOnSignal,
+        pending_signal,
+        request_stop,
+        withdraw_request,
+    )
+
+    with StopOnSignal(grace_s=0.0) as stop:
+        request_stop("the memory limit")
+        assert stop.requested and stop.signal_name == "the memory limit"
+        os.kill(os.getpid(), signal.SIGINT)  # handled before kill returns: no second signal
+        assert stop.signal_name == "SIGINT"  # alive, the stop still asked for
+    request_stop("the memory limit")  # no run: kept for the next one
+    assert pending_signal() == "the memory limit"
+    with StopOnSignal(grace_s=0.0) as stop:
+        assert stop.signal_name == "the memory limit"
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.signal_name == "SIGINT"
+    request_stop("the memory limit")
+    withdraw_request("the memory limit")
+    assert pending_signal() is None
+    with StopOnSignal() as stop:
+        assert not stop.requested

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 from types import FrameType
@@ -23,7 +24,7 @@ import torch
 
 from attnlab.lab.train.atomic import atomic_write_text
 from attnlab.lab.train.host_memory import jemalloc_env, release_freed_memory
-from attnlab.lab.train.memory_guard import MemoryGuard, total_memory_bytes
+from attnlab.lab.train.memory_guard import HARD_FACTOR, MemoryGuard, total_memory_bytes
 
 from .jobs import Job, job_dir, read_result, write_result
 
@@ -80,10 +81,18 @@ def run_local(todo: Sequence[Job], out: Path, processes: int,
         context = get_context("spawn")
         pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
                                    initargs=(_threads(processes),))  # fmt: skip
-        with _sigterm_as_ctrl_c(), environment(jemalloc_env()), pool:
-            for wave in waves(todo):
-                bar.set_postfix_str(f"{processes} at a time")
-                _in_workers(pool, wave, out, processes, bar, max_memory)
+        try:
+            with _sigterm_as_ctrl_c(), environment(jemalloc_env()), pool:
+                for wave in waves(todo):
+                    bar.set_postfix_str(f"{processes} at a time")
+                    _in_workers(pool, wave, out, processes, bar, max_memory)
+        except BrokenProcessPool:
+            from attnlab.lab.train import RunError
+
+            raise RunError(f"a worker process died (killed: by the system, or past "
+                           f"{HARD_FACTOR:g} x --max-memory, which its job's log in "
+                           f"{out / 'jobs'} says); running the report again resumes its jobs "
+                           "from their last checkpoints") from None  # fmt: skip
 
 
 def _in_workers(pool: ProcessPoolExecutor, jobs: Sequence[Job], out: Path, processes: int,
@@ -184,7 +193,8 @@ def run_ray(todo: Sequence[Job], out: Path, max_memory: int | None = None) -> No
         return
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
-    remote = ray.remote(num_cpus=1)(run_one)
+    # a job killed past its memory limit is not retried (Ray retries a dead worker's task)
+    remote = ray.remote(num_cpus=1, max_retries=0 if max_memory else 3)(run_one)
     with _progress(len(todo)) as bar:
         for wave in waves(todo):
             pending = [remote.remote(job, out, max_memory) for job in wave]
@@ -233,7 +243,7 @@ def run_one(job: Job, out: Path, max_memory: int | None = None) -> None:
     if not (run / "metrics.json").exists():  # else it finished but its result was not written
         if "--resume" not in argv:  # a fresh run: what earlier segments did is gone
             wall = 0.0
-        start = time.perf_counter()
+        start, began = time.perf_counter(), time.time()
         guard = MemoryGuard(max_memory) if max_memory else None
         try:
             with open(log, "a") as stream, _output_to(stream), guard or contextlib.nullcontext():
@@ -242,9 +252,12 @@ def run_one(job: Job, out: Path, max_memory: int | None = None) -> None:
             wall += time.perf_counter() - start
             atomic_write_text(segments, f"{wall:.3f}\n")
         if guard is not None and guard.tripped is not None:
+            last = run / "last.pt"
+            saved = last.exists() and last.stat().st_mtime >= began
             raise RunError(f"job {job.label or job.key} stopped: {guard.message()} "
-                           "(--max-memory); it saved last.pt, so running the report again "
-                           f"resumes it (with more --max-memory GIB if it needs it); see {log}")  # fmt: skip
+                           f"(--max-memory); {'it saved last.pt, so ' if saved else ''}running "
+                           f"the report again {'resumes' if saved else 'starts'} it (with more "
+                           f"--max-memory GIB if it needs it); see {log}")  # fmt: skip
         if code != 0:
             raise RunError(
                 f"job {job.label or job.key} failed (exit {code}): {job.command()}; see {log}"

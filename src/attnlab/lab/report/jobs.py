@@ -132,8 +132,10 @@ class JobResult:
     def seconds(self) -> float:
         """The time spent on the job: the report's clock over its segments, or the trainer's
         own where that is longer (a segment killed outright, without Python's ``finally``, is
-        missing from the report's; the trainer's is kept in each checkpoint)."""
-        return max(self.wall_s, float(self.metrics.get("train_time_s") or 0.0))
+        missing from the report's; the trainer's, its whole run's where it recorded one, else
+        its steps', is kept in each checkpoint)."""
+        trainer = (self.metrics.get(name) or 0.0 for name in ("wall_time_s", "train_time_s"))
+        return max(self.wall_s, *map(float, trainer))
 
 
 def _without(tree: dict[str, Any], names: frozenset[str], prefix: str = "") -> dict[str, Any]:

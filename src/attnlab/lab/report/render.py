@@ -87,9 +87,8 @@ def _note_mixed_threads(section: Section, results: Sequence[JobResult]) -> None:
     if len(threads) > 1:
         section.notes.append(
             f"the table's {_speed_header(section)} is each run's own training throughput as it "
-            f"ran, on {' or '.join(map(str, threads))} threads, some beside another job: not a "
-            "comparison of speeds (the claims that compare speeds, 8, 11 and 14, time them side "
-            "by side)"
+            f"ran, on {' or '.join(map(str, threads))} threads: not a comparison of speeds (the "
+            "claims that compare speeds, 8, 11 and 14, time them side by side)"
         )
 
 
@@ -107,6 +106,9 @@ def render(out: Path, budget: Budget, claims: Sequence[Claim]) -> str:
     (out / PLOTS).mkdir(parents=True, exist_ok=True)
     for number, png in plots.items():
         atomic_write(out / PLOTS / f"claim-{number}.png", lambda f, png=png: f.write(png))
+    for s in done:  # a plot the claim no longer draws
+        if s.number not in plots:
+            (out / PLOTS / f"claim-{s.number}.png").unlink(missing_ok=True)
     write_results(out / "results.jsonl", results)
     atomic_write_text(out / "report.md", _markdown(done, results, budget, progress, plots))
     atomic_write_text(out / "report.html", _html(done, results, budget, progress, plots))

@@ -13,6 +13,7 @@ with ``--shard``, by a run without it once every shard has finished).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,7 +82,7 @@ def report_command(
     if not 1 <= jobs <= cores:  # more processes than cores would oversubscribe them
         raise ValueError(f"--jobs: expected 1 to {cores} processes (this machine's cores, "
                          f"divided among them), got {jobs}")  # fmt: skip
-    if max_memory is not None and not max_memory >= 0:
+    if max_memory is not None and not 0 <= max_memory < math.inf:
         raise ValueError(f"--max-memory: expected GiB >= 0 (0: no limit), got {max_memory:g}")
     limit = (memory_share(jobs) if max_memory is None and executor == "local"
              else int((max_memory or 0) * GIB) or None)  # fmt: skip

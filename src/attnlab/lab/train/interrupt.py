@@ -25,13 +25,42 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-__all__ = ["StopOnSignal", "catch_signals_between_runs", "pending_signal", "resume_command"]
+__all__ = ["StopOnSignal", "catch_signals_between_runs", "pending_signal", "request_stop",
+           "resume_command", "withdraw_request"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 
-#: a signal received by :func:`catch_signals_between_runs`'s handler, not yet taken up
+#: a signal received by :func:`catch_signals_between_runs`'s handler, or a
+#: :func:`request_stop`, not yet taken up
 _PENDING: str | None = None
+#: the :class:`StopOnSignal` entered in this process (the run training now), or None
+_ACTIVE: StopOnSignal | None = None
+
+
+def request_stop(reason: str) -> None:
+    """Ask the run training in this process to stop after its current step and save
+    ``last.pt``, as a first Ctrl-C does, from any thread and without a signal (the memory
+    guard's request): the run entered now takes it, or else the next one to enter. ``reason``
+    names it in the run's message ("interrupted by REASON after step ..."). A request already
+    made is left as it is, and a signal that follows is a first Ctrl-C, not a second: it never
+    ends the process unsaved."""
+    global _PENDING
+    active = _ACTIVE
+    if active is not None:
+        if active.signal_name is None:
+            active.signal_name = reason
+            logger.warning("%s: stopping after the current step and saving last.pt", reason)
+    elif _PENDING is None:
+        _PENDING = reason
+
+
+def withdraw_request(reason: str) -> None:
+    """Drop a :func:`request_stop` of ``reason`` that no run has taken up (its run ended
+    first), so that it does not stop the next run of the process."""
+    global _PENDING
+    if reason == _PENDING:
+        _PENDING = None
 
 
 def catch_signals_between_runs(signals: Sequence[signal.Signals] = (signal.SIGINT,)) -> None:
@@ -82,22 +111,28 @@ class StopOnSignal:
         return self.signal_name is not None
 
     def __enter__(self) -> StopOnSignal:
-        global _PENDING
+        global _PENDING, _ACTIVE
+        _ACTIVE = self
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._handle)
-            if _PENDING is not None:  # arrived before (catch_signals_between_runs)
-                self.signal_name, self._first, _PENDING = _PENDING, time.monotonic(), None
+        if _PENDING is not None:  # arrived before (catch_signals_between_runs, request_stop)
+            self.signal_name, _PENDING = _PENDING, None
+            if self.signal_name in signal.Signals.__members__:  # a signal: a repeat is a second
+                self._first = time.monotonic()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        global _ACTIVE
+        if _ACTIVE is self:
+            _ACTIVE = None
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
-        if self.signal_name is None:
+        if self.signal_name is None or not self._first:  # none yet, or request_stop's only
             self.signal_name, self._first = signal.Signals(signum).name, now
             logger.warning(
                 "%s: stopping after the current step and saving last.pt; send it again to quit "

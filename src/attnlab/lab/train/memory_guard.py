@@ -10,13 +10,17 @@ the process from a thread, about once a second:
 - over ``limit``, it first hands freed memory back to the system
   (:func:`~attnlab.lab.train.host_memory.release_freed_memory`: the long commands run on jemalloc
   with purging off, so a process's resident size is the most it has ever held) and looks again;
-- if it is still over, it sends the process a SIGINT, which a training run takes as Ctrl-C:
-  it finishes its step, writes ``last.pt`` and stops (:mod:`~attnlab.lab.train.interrupt`);
-  :attr:`MemoryGuard.tripped` says why, for the caller's message;
+- if it is still over, it asks the run to stop as a first Ctrl-C does, without a signal
+  (:func:`~attnlab.lab.train.interrupt.request_stop`, so that a real Ctrl-C after it is
+  still a first one): the run finishes its step, writes ``last.pt`` and stops (one still
+  setting up stops after its first step); :attr:`MemoryGuard.tripped` says why, for the
+  caller's message;
 - past ``limit * HARD_FACTOR`` (growing faster than a step ends, as that run did), it writes
   one line to stderr and kills the process outright: the run resumes from its last checkpoint.
 
-Resident memory is read from ``/proc/self/statm``; elsewhere the guard does nothing.
+The memory is what the process holds in RAM and in swap (``VmRSS`` + ``VmSwap`` of
+``/proc/self/status``: under pressure the kernel swaps out what it cannot keep resident);
+elsewhere the guard does nothing.
 """
 
 from __future__ import annotations
@@ -30,32 +34,43 @@ from collections.abc import Callable
 from types import TracebackType
 
 from attnlab.lab.train.host_memory import release_freed_memory
+from attnlab.lab.train.interrupt import request_stop, withdraw_request
 
-__all__ = ["GIB", "HARD_FACTOR", "MemoryGuard", "resident_bytes", "total_memory_bytes"]
+__all__ = ["GIB", "HARD_FACTOR", "REASON", "MemoryGuard", "resident_bytes", "total_memory_bytes"]
 
 logger = logging.getLogger(__name__)
 
 GIB = 1024**3
 #: the guard kills the process outright once it holds this many times its limit
 HARD_FACTOR = 1.25
+#: what a run stopped by the guard says stopped it ("interrupted by REASON after step ...")
+REASON = "the memory limit"
 
 
 def resident_bytes() -> int | None:
-    """This process's resident set size in bytes, or None where ``/proc`` does not say."""
+    """The bytes this process holds in RAM and swap (``VmRSS`` + ``VmSwap``), or None where
+    ``/proc`` does not say."""
     try:
-        with open("/proc/self/statm") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, ValueError, IndexError):
+        with open("/proc/self/status") as status:
+            fields = dict(line.split(":", 1) for line in status if line.startswith("Vm"))
+        return sum(int(fields[name].split()[0]) * 1024 for name in ("VmRSS", "VmSwap")
+                   if name in fields) if "VmRSS" in fields else None  # fmt: skip
+    except (OSError, ValueError):
         return None
-    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def total_memory_bytes() -> int | None:
-    """The machine's physical memory in bytes, or None where the system does not say."""
+    """The memory this process may use in bytes: the machine's, or its container's limit
+    where that is lower (cgroup v2 ``memory.max``); None where the system does not say."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as cgroup:
+            return min(total, int(cgroup.read().strip()))
+    except (OSError, ValueError):  # none, or "max"
+        return total
 
 
 class MemoryGuard:
@@ -66,7 +81,7 @@ class MemoryGuard:
         limit: the most resident memory, in bytes.
         interval_s: how often to look.
         rss: reads the resident size (tests give their own).
-        stop: asks the run to stop (default: a SIGINT to this process).
+        stop: asks the run to stop (default: :func:`~attnlab.lab.train.interrupt.request_stop`).
         kill: ends the process at once (default: SIGKILL).
     """
 
@@ -82,7 +97,7 @@ class MemoryGuard:
         if limit <= 0:
             raise ValueError(f"limit: expected a positive number of bytes, got {limit}")
         self.limit, self.interval_s, self._rss = limit, interval_s, rss
-        self._stop_run = stop or (lambda: os.kill(os.getpid(), signal.SIGINT))
+        self._stop_run = stop or (lambda: request_stop(REASON))
         self._kill = kill or (lambda: os.kill(os.getpid(), signal.SIGKILL))
         #: the resident bytes that made the guard stop the run, or None
         self.tripped: int | None = None
@@ -101,6 +116,7 @@ class MemoryGuard:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
+        withdraw_request(REASON)  # one no run took up (the run had ended) stops no other
 
     def message(self) -> str:
         """What stopped the run, in a sentence (once :attr:`tripped`)."""
