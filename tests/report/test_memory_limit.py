@@ -29,11 +29,11 @@ def test_a_job_over_its_memory_limit_stops_saved_and_resumes_when_run_again(tmp_
     run = job_dir(tmp_path, JOB)
     limit = 4 * GIB
 
-    def rss() -> int:
+    def held() -> int:
         return int(1.1 * limit) if (run / "config.json").exists() else GIB
 
     monkeypatch.setattr(execute, "MemoryGuard",
-                        functools.partial(MemoryGuard, interval_s=0.01, rss=rss))  # fmt: skip
+                        functools.partial(MemoryGuard, interval_s=0.01, held=held))  # fmt: skip
     with pytest.raises(RunError) as stopped:
         execute.run_one(JOB, tmp_path, limit)
     assert str(stopped.value).startswith(

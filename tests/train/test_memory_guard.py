@@ -11,11 +11,11 @@ import threading
 import pytest
 
 from attnlab.lab.train import memory_guard
-from attnlab.lab.train.memory_guard import GIB, HARD_FACTOR, MemoryGuard, resident_bytes
+from attnlab.lab.train.memory_guard import GIB, HARD_FACTOR, MemoryGuard, held_bytes
 
 
 class Process:
-    """What the guard sees and does to: a resident size that a purge can lower, and the stop
+    """What the guard sees and does to: the memory it holds, which a purge can lower, and the stop
     and kill it asks for, each recorded."""
 
     def __init__(self, held: int, after_purge: int | None = None) -> None:
@@ -24,7 +24,7 @@ class Process:
         self.acted = threading.Event()
         self.readings = 0
 
-    def rss(self) -> int:
+    def read(self) -> int:
         self.readings += 1
         return self.held
 
@@ -44,7 +44,7 @@ class Process:
 
     def guard(self, limit: int, monkeypatch) -> MemoryGuard:
         monkeypatch.setattr(memory_guard, "release_freed_memory", self.purge)
-        return MemoryGuard(limit, interval_s=0.005, rss=self.rss, stop=self.stop,
+        return MemoryGuard(limit, interval_s=0.005, held=self.read, stop=self.stop,
                            kill=self.kill)  # fmt: skip
 
 
@@ -100,11 +100,11 @@ def test_a_limit_must_be_positive(limit):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-def test_it_reads_this_processs_resident_memory():
+def test_it_reads_the_memory_this_process_holds():
     size = 64 * 1024**2
     with mmap.mmap(-1, size) as block:  # fresh pages, whatever the allocator keeps
-        before = resident_bytes()
+        before = held_bytes()
         block.write(b"x" * size)  # every page touched
-        after = resident_bytes()
+        after = held_bytes()
     assert before is not None and after is not None
     assert after - before >= 60 * 1024**2, (before, after)

@@ -70,7 +70,7 @@ BUDGETS = {
         "listops": ("--train.max_steps=5000", "--train.eval_every=500", LISTOPS_FP32,
                     *QUIET),
     }, "each task's documented recipe (recall: 31,250 steps, 2 epochs of 500,000 sequences in "
-       "batches of 32, past step 20,000, where BENCHMARKS.md saw it learnt; fashion: up to 30 epochs, stopped 5 evaluations after dev "
-       "stops improving; listops: LRA's data, 96,000 trees of 500-2,000 tokens, and its 5,000 "
+       "batches of 32, past step 20,000, where BENCHMARKS.md saw it learnt; fashion: up to 30 "
+       "epochs, stopped 5 evaluations after dev stops improving; listops: LRA's data, 96,000 trees of 500-2,000 tokens, and its 5,000 "
        "steps of 32), seeds 0, 1 and 2"),
 }  # fmt: skip

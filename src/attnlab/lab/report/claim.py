@@ -26,6 +26,7 @@ __all__ = [
     "capped",
     "compare",
     "computed_here",
+    "count",
     "scores_of",
     "new_figure",
     "small_axes",
@@ -164,6 +165,11 @@ def computed_here() -> str:
             f"{code['attnlab']}, torch {torch.__version__}")  # fmt: skip
 
 
+def count(n: object, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 thread", "1,280 jobs"."""
+    return (f"{n:,}" if isinstance(n, int) else f"{n}") + f" {noun}" + ("" if n == 1 else "s")
+
+
 #: the fractions where lower is better: their bar plots run from 0 (a 6% PER on an axis to
 #: 100 was a sliver)
 ERROR_RATES = ("wer", "per")
@@ -205,9 +211,8 @@ def by_seed(label: str, rs: Sequence[JobResult]) -> str:
         if r.metrics.get("steps") and r.metrics.get("best_step") == r.metrics["steps"]
     ]
     if last:
-        seeds = ", ".join(str(r.seed) for r in last)
         note += (f"; best at the last step of the run (still improving when it ended): seed"
-                 f"{'s' if len(last) > 1 else ''} {seeds}")  # fmt: skip
+                 f"{'s' if len(last) > 1 else ''} {', '.join(str(r.seed) for r in last)}")  # fmt: skip
     return note
 
 
@@ -215,12 +220,12 @@ def capped(rs: Sequence[JobResult]) -> list[JobResult]:
     """The runs that trained to their ``--train.epochs`` cap without early stopping (given
     ``--train.patience``) ending them: not shown to have converged."""
 
-    def cap(r: JobResult) -> int | None:
+    def at_cap(r: JobResult) -> bool:
         given = [o.split("=", 1)[1] for o in r.options if o.startswith("--train.epochs=")]
-        return int(given[-1]) if given else None
+        patience = any(o.startswith("--train.patience=") for o in r.options)
+        return patience and bool(given) and int(r.metrics.get("epochs", 0)) >= int(given[-1])
 
-    return [r for r in rs if any(o.startswith("--train.patience=") for o in r.options)
-            and cap(r) is not None and int(r.metrics.get("epochs", 0)) >= cap(r)]  # fmt: skip
+    return [r for r in rs if at_cap(r)]
 
 
 def _row(label: str, rs: Sequence[JobResult]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from attnlab.lab.train.atomic import atomic_write, atomic_write_text
 
 from .budgets import Budget
-from .claim import Claim, Section, claims_plan, computed_here, is_fraction
+from .claim import Claim, Section, claims_plan, computed_here, count, is_fraction
 from .jobs import JobResult, read_result, write_results
 from .stats import Verdict
 
@@ -173,10 +173,9 @@ def _provenance(results: Sequence[JobResult], trains: bool = False) -> list[str]
         return ["no job of this claim has finished yet"]
     if not results:
         return [f"no training job; {computed_here()}"]
-    commits = sorted({f"{r.provenance.get('commit', '?')[:10]}{' (dirty)' if r.provenance.get('dirty') else ''}"
-                      for r in results})  # fmt: skip
+    commits = sorted({_commit(r) for r in results})
     cpus = sorted({f"{r.provenance.get('cpu')} [{' '.join(r.provenance.get('isa', []))}], "
-                   f"{_count(r.provenance.get('threads'), 'thread')}" for r in results})  # fmt: skip
+                   f"{count(r.provenance.get('threads'), 'thread')}" for r in results})  # fmt: skip
     versions = sorted({f"attnlab {r.provenance.get('attnlab')}, torch {r.provenance.get('torch')}"
                        + (f", Python {r.provenance['python']}" if r.provenance.get("python") else "")
                        for r in results})  # fmt: skip
@@ -184,23 +183,21 @@ def _provenance(results: Sequence[JobResult], trains: bool = False) -> list[str]
     wall = sum(r.seconds for r in results)
     return [f"commit: {', '.join(commits)}", f"versions: {'; '.join(versions)}",
             f"machine: {'; '.join(cpus)}", f"seeds: {', '.join(map(str, seeds))}",
-            f"wall time: {wall / 60:.1f} min over {_count(len(results), 'job')}",
+            f"wall time: {wall / 60:.1f} min over {count(len(results), 'job')}",
             "jobs: " + "; ".join(_job_line(r) for r in results)]  # fmt: skip
 
 
 def _job_line(r: JobResult) -> str:
     """A job's seed, time, commit and threads, for the provenance."""
-    commit = r.provenance.get("commit", "?")[:10] + (
-        " (dirty)" if r.provenance.get("dirty") else ""
-    )
     threads = r.provenance.get("threads")
-    return f"{r.label} s{r.seed}: {r.seconds:.0f} s, {commit}" + (
-        f", {_count(threads, 'thread')}" if threads is not None else ""
+    return f"{r.label} s{r.seed}: {r.seconds:.0f} s, {_commit(r)}" + (
+        f", {count(threads, 'thread')}" if threads is not None else ""
     )
 
 
-def _count(n: object, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+def _commit(r: JobResult) -> str:
+    """The commit a job ran at, short, and whether its tree was dirty."""
+    return r.provenance.get("commit", "?")[:10] + (" (dirty)" if r.provenance.get("dirty") else "")
 
 
 def _markdown(

@@ -24,7 +24,7 @@ from attnlab.lab.train.memory_guard import GIB
 
 from .budgets import BUDGETS
 from .check import check_jobs
-from .claim import Claim, claims_plan
+from .claim import Claim, claims_plan, count
 from .claims import select
 from .execute import memory_share, run_local, run_ray
 from .jobs import (
@@ -84,8 +84,10 @@ def report_command(
                          f"divided among them), got {jobs}")  # fmt: skip
     if max_memory is not None and not 0 <= max_memory < math.inf:
         raise ValueError(f"--max-memory: expected GiB >= 0 (0: no limit), got {max_memory:g}")
-    limit = (memory_share(jobs) if max_memory is None and executor == "local"
-             else int((max_memory or 0) * GIB) or None)  # fmt: skip
+    if max_memory is None:  # a share of this machine's, which a Ray cluster's nodes are not
+        limit = memory_share(jobs) if executor == "local" else None
+    else:
+        limit = int(max_memory * GIB) or None  # 0: no limit
     chosen = select(claims)
     out = Path(out)
     plan = claims_plan(chosen, BUDGETS[budget])
@@ -97,8 +99,8 @@ def report_command(
     if from_results is not None:
         taken, given = import_results(out, mine, Path(from_results), record=not check)
         others = len(given - {j.key for j in plan})
-        print(f"{'would take' if check else 'took'} the results of {_count(len(taken), 'job')} "
-              f"from {from_results}" + (f" ({_count(others, 'other result')} there: not in "
+        print(f"{'would take' if check else 'took'} the results of {count(len(taken), 'job')} "
+              f"from {from_results}" + (f" ({count(others, 'other result')} there: not in "
                                         "this report's plan)" if others else ""))  # fmt: skip
     todo = [j for j in mine if j.key not in taken and read_result(out, j) is None]
     lost = lost_inits(out, todo, taken)  # finished, but without the checkpoint a job reads
@@ -155,10 +157,6 @@ def _with_lost_inits(out: Path, todo: list[Job], lost: list[Job], say=None) -> l
             say(f"job {job.label or job.key} runs again: a job starts from its checkpoint, "
                 "which is not here")  # fmt: skip
     return [*lost, *todo]
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _writable(out: Path) -> None:

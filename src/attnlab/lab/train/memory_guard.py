@@ -1,4 +1,4 @@
-"""A cap on a process's resident memory, so that one runaway run stops, saved, instead of
+"""A cap on the memory a process holds, so that one runaway run stops, saved, instead of
 swapping the machine to a halt.
 
 A report's g2p run once grew from 2.5 to 21 GiB resident within one training step, on a
@@ -36,7 +36,7 @@ from types import TracebackType
 from attnlab.lab.train.host_memory import release_freed_memory
 from attnlab.lab.train.interrupt import request_stop, withdraw_request
 
-__all__ = ["GIB", "HARD_FACTOR", "REASON", "MemoryGuard", "resident_bytes", "total_memory_bytes"]
+__all__ = ["GIB", "HARD_FACTOR", "REASON", "MemoryGuard", "held_bytes", "total_memory_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ HARD_FACTOR = 1.25
 REASON = "the memory limit"
 
 
-def resident_bytes() -> int | None:
+def held_bytes() -> int | None:
     """The bytes this process holds in RAM and swap (``VmRSS`` + ``VmSwap``), or None where
     ``/proc`` does not say."""
     try:
@@ -78,9 +78,9 @@ class MemoryGuard:
     bytes (module docstring).
 
     Args:
-        limit: the most resident memory, in bytes.
+        limit: the most memory (RAM and swap: :func:`held_bytes`), in bytes.
         interval_s: how often to look.
-        rss: reads the resident size (tests give their own).
+        held: reads the memory the process holds (tests give their own).
         stop: asks the run to stop (default: :func:`~attnlab.lab.train.interrupt.request_stop`).
         kill: ends the process at once (default: SIGKILL).
     """
@@ -90,22 +90,22 @@ class MemoryGuard:
         limit: int,
         *,
         interval_s: float = 1.0,
-        rss: Callable[[], int | None] = resident_bytes,
+        held: Callable[[], int | None] = held_bytes,
         stop: Callable[[], None] | None = None,
         kill: Callable[[], None] | None = None,
     ) -> None:
         if limit <= 0:
             raise ValueError(f"limit: expected a positive number of bytes, got {limit}")
-        self.limit, self.interval_s, self._rss = limit, interval_s, rss
+        self.limit, self.interval_s, self._held = limit, interval_s, held
         self._stop_run = stop or (lambda: request_stop(REASON))
         self._kill = kill or (lambda: os.kill(os.getpid(), signal.SIGKILL))
-        #: the resident bytes that made the guard stop the run, or None
+        #: the bytes held that made the guard stop the run, or None
         self.tripped: int | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> MemoryGuard:
-        if self._rss() is None:  # nothing to watch on this system
+        if self._held() is None:  # nothing to watch on this system
             return self
         self._thread = threading.Thread(target=self._watch, name="memory-guard", daemon=True)
         self._thread.start()
@@ -125,10 +125,10 @@ class MemoryGuard:
 
     def _watch(self) -> None:
         while not self._done.wait(self.interval_s):
-            if (self._rss() or 0) <= self.limit:
+            if (self._held() or 0) <= self.limit:
                 continue
             release_freed_memory()  # what it holds may be memory freed and kept for reuse
-            held = self._rss() or 0
+            held = self._held() or 0
             if held > self.limit * HARD_FACTOR:
                 line = (f"attnlab: this process holds {held / GIB:.1f} GiB, past "
                         f"{HARD_FACTOR:g} x its limit of {self.limit / GIB:.1f} GiB: killed; "
